@@ -561,6 +561,15 @@ def class_text(st: Struct, nested: list[Struct], indent: str, msg: Message, is_r
         out.append("")
         for sub in nested:
             out.append(class_text(sub, [], indent + "    ", msg, False))
+    def rng(vs: Versions) -> str:
+        return f"({vs.lo}, {-1 if vs.hi is None else vs.hi})"
+
+    specs = ", ".join(
+        f"({f.attr!r}, {f.type!r}, {rng(f.versions)}, {rng(f.nullable)}, {rng(f.tagged)})"
+        for f in st.fields
+    )
+    out.append(f"{indent}    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open")
+    out.append(f"{indent}    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = ({specs}{',' if len(st.fields) == 1 else ''})")
     for f in st.fields:
         d = default_expr(f)
         t = py_type(f)

@@ -34,6 +34,8 @@ class AddOffsetsToTxnRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 3
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (0, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (0, -1), (1, 0), (1, 0)), ('producer_epoch', 'int16', (0, -1), (1, 0), (1, 0)), ('group_id', 'string', (0, -1), (1, 0), (1, 0)))
     transactional_id: str = ''
     producer_id: int = 0
     producer_epoch: int = 0
@@ -69,6 +71,8 @@ class AddOffsetsToTxnResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 3
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
 

@@ -40,6 +40,8 @@ class AddPartitionsToTxnRequest:
     class AddPartitionsToTxnTopic:
         """The partitions to add to the transaction."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[int] = field(default_factory=list)
 
@@ -47,12 +49,16 @@ class AddPartitionsToTxnRequest:
     class AddPartitionsToTxnTransaction:
         """List of transactions to add partitions to."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (4, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (4, -1), (1, 0), (1, 0)), ('producer_epoch', 'int16', (4, -1), (1, 0), (1, 0)), ('verify_only', 'bool', (4, -1), (1, 0), (1, 0)), ('topics', '[]AddPartitionsToTxnTopic', (4, -1), (1, 0), (1, 0)))
         transactional_id: str = ''
         producer_id: int = 0
         producer_epoch: int = 0
         verify_only: bool = False
         topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactions', '[]AddPartitionsToTxnTransaction', (4, -1), (1, 0), (1, 0)), ('v3_and_below_transactional_id', 'string', (0, 3), (1, 0), (1, 0)), ('v3_and_below_producer_id', 'int64', (0, 3), (1, 0), (1, 0)), ('v3_and_below_producer_epoch', 'int16', (0, 3), (1, 0), (1, 0)), ('v3_and_below_topics', '[]AddPartitionsToTxnTopic', (0, 3), (1, 0), (1, 0)))
     transactions: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction] = field(default_factory=list)
     v3_and_below_transactional_id: str = ''
     v3_and_below_producer_id: int = 0
@@ -93,6 +99,8 @@ class AddPartitionsToTxnResponse:
     class AddPartitionsToTxnPartitionResult:
         """The results for each partition"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('partition_error_code', 'int16', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         partition_error_code: int = 0
 
@@ -100,6 +108,8 @@ class AddPartitionsToTxnResponse:
     class AddPartitionsToTxnTopicResult:
         """The results for each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('results_by_partition', '[]AddPartitionsToTxnPartitionResult', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         results_by_partition: list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult] = field(default_factory=list)
 
@@ -107,9 +117,13 @@ class AddPartitionsToTxnResponse:
     class AddPartitionsToTxnResult:
         """Results categorized by transactional ID."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (4, -1), (1, 0), (1, 0)), ('topic_results', '[]AddPartitionsToTxnTopicResult', (4, -1), (1, 0), (1, 0)))
         transactional_id: str = ''
         topic_results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (4, -1), (1, 0), (1, 0)), ('results_by_transaction', '[]AddPartitionsToTxnResult', (4, -1), (1, 0), (1, 0)), ('results_by_topic_v3_and_below', '[]AddPartitionsToTxnTopicResult', (0, 3), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     results_by_transaction: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = field(default_factory=list)

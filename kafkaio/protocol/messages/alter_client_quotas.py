@@ -40,6 +40,8 @@ class AlterClientQuotasRequest:
     class EntityData:
         """The quota entity to alter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entity_type', 'string', (0, -1), (1, 0), (1, 0)), ('entity_name', 'string', (0, -1), (0, -1), (1, 0)))
         entity_type: str = ''
         entity_name: str | None = ''
 
@@ -47,6 +49,8 @@ class AlterClientQuotasRequest:
     class OpData:
         """An individual quota configuration entry to alter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('key', 'string', (0, -1), (1, 0), (1, 0)), ('value', 'float64', (0, -1), (1, 0), (1, 0)), ('remove', 'bool', (0, -1), (1, 0), (1, 0)))
         key: str = ''
         value: float = 0.0
         remove: bool = False
@@ -55,9 +59,13 @@ class AlterClientQuotasRequest:
     class EntryData:
         """The quota configuration entries to alter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entity', '[]EntityData', (0, -1), (1, 0), (1, 0)), ('ops', '[]OpData', (0, -1), (1, 0), (1, 0)))
         entity: list[AlterClientQuotasRequest.EntityData] = field(default_factory=list)
         ops: list[AlterClientQuotasRequest.OpData] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entries', '[]EntryData', (0, -1), (1, 0), (1, 0)), ('validate_only', 'bool', (0, -1), (1, 0), (1, 0)))
     entries: list[AlterClientQuotasRequest.EntryData] = field(default_factory=list)
     validate_only: bool = False
 
@@ -95,6 +103,8 @@ class AlterClientQuotasResponse:
     class EntityData:
         """The quota entity to alter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entity_type', 'string', (0, -1), (1, 0), (1, 0)), ('entity_name', 'string', (0, -1), (0, -1), (1, 0)))
         entity_type: str = ''
         entity_name: str | None = ''
 
@@ -102,10 +112,14 @@ class AlterClientQuotasResponse:
     class EntryData:
         """The quota configuration entries to alter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('entity', '[]EntityData', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         error_message: str | None = ''
         entity: list[AlterClientQuotasResponse.EntityData] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('entries', '[]EntryData', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     entries: list[AlterClientQuotasResponse.EntryData] = field(default_factory=list)
 

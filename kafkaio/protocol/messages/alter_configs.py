@@ -40,6 +40,8 @@ class AlterConfigsRequest:
     class AlterableConfig:
         """The configurations."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('value', 'string', (0, -1), (0, -1), (1, 0)))
         name: str = ''
         value: str | None = ''
 
@@ -47,10 +49,14 @@ class AlterConfigsRequest:
     class AlterConfigsResource:
         """The updates for each resource."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)), ('configs', '[]AlterableConfig', (0, -1), (1, 0), (1, 0)))
         resource_type: int = 0
         resource_name: str = ''
         configs: list[AlterConfigsRequest.AlterableConfig] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resources', '[]AlterConfigsResource', (0, -1), (1, 0), (1, 0)), ('validate_only', 'bool', (0, -1), (1, 0), (1, 0)))
     resources: list[AlterConfigsRequest.AlterConfigsResource] = field(default_factory=list)
     validate_only: bool = False
 
@@ -88,11 +94,15 @@ class AlterConfigsResponse:
     class AlterConfigsResourceResponse:
         """The responses for each resource."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         error_message: str | None = ''
         resource_type: int = 0
         resource_name: str = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('responses', '[]AlterConfigsResourceResponse', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     responses: list[AlterConfigsResponse.AlterConfigsResourceResponse] = field(default_factory=list)
 

@@ -38,6 +38,8 @@ class AlterPartitionReassignmentsRequest:
     class ReassignablePartition:
         """The partitions to reassign."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('replicas', '[]int32', (0, -1), (0, -1), (1, 0)))
         partition_index: int = 0
         replicas: list[int] | None = None
 
@@ -45,9 +47,13 @@ class AlterPartitionReassignmentsRequest:
     class ReassignableTopic:
         """The topics to reassign."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]ReassignablePartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[AlterPartitionReassignmentsRequest.ReassignablePartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]ReassignableTopic', (0, -1), (1, 0), (1, 0)))
     timeout_ms: int = 60000
     topics: list[AlterPartitionReassignmentsRequest.ReassignableTopic] = field(default_factory=list)
 
@@ -85,6 +91,8 @@ class AlterPartitionReassignmentsResponse:
     class ReassignablePartitionResponse:
         """The responses to partitions to reassign"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
         error_message: str | None = ''
@@ -93,9 +101,13 @@ class AlterPartitionReassignmentsResponse:
     class ReassignableTopicResponse:
         """The responses to topics to reassign."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]ReassignablePartitionResponse', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('responses', '[]ReassignableTopicResponse', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ''

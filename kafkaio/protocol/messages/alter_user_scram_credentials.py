@@ -40,6 +40,8 @@ class AlterUserScramCredentialsRequest:
     class ScramCredentialDeletion:
         """The SCRAM credentials to remove."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('mechanism', 'int8', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         mechanism: int = 0
 
@@ -47,12 +49,16 @@ class AlterUserScramCredentialsRequest:
     class ScramCredentialUpsertion:
         """The SCRAM credentials to update/insert."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('mechanism', 'int8', (0, -1), (1, 0), (1, 0)), ('iterations', 'int32', (0, -1), (1, 0), (1, 0)), ('salt', 'bytes', (0, -1), (1, 0), (1, 0)), ('salted_password', 'bytes', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         mechanism: int = 0
         iterations: int = 0
         salt: bytes = b''
         salted_password: bytes = b''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('deletions', '[]ScramCredentialDeletion', (0, -1), (1, 0), (1, 0)), ('upsertions', '[]ScramCredentialUpsertion', (0, -1), (1, 0), (1, 0)))
     deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = field(default_factory=list)
     upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = field(default_factory=list)
 
@@ -90,10 +96,14 @@ class AlterUserScramCredentialsResponse:
     class AlterUserScramCredentialsResult:
         """The results for deletions and alterations, one per affected user."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('user', 'string', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)))
         user: str = ''
         error_code: int = 0
         error_message: str | None = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('results', '[]AlterUserScramCredentialsResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     results: list[AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult] = field(default_factory=list)
 

@@ -38,6 +38,8 @@ class ApiVersionsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 3
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('client_software_name', 'string', (3, -1), (1, 0), (1, 0)), ('client_software_version', 'string', (3, -1), (1, 0), (1, 0)))
     client_software_name: str = ''
     client_software_version: str = ''
 
@@ -75,6 +77,8 @@ class ApiVersionsResponse:
     class ApiVersion:
         """The APIs supported by the broker."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('api_key', 'int16', (0, -1), (1, 0), (1, 0)), ('min_version', 'int16', (0, -1), (1, 0), (1, 0)), ('max_version', 'int16', (0, -1), (1, 0), (1, 0)))
         api_key: int = 0
         min_version: int = 0
         max_version: int = 0
@@ -83,6 +87,8 @@ class ApiVersionsResponse:
     class SupportedFeatureKey:
         """Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (3, -1), (1, 0), (1, 0)), ('min_version', 'int16', (3, -1), (1, 0), (1, 0)), ('max_version', 'int16', (3, -1), (1, 0), (1, 0)))
         name: str = ''
         min_version: int = 0
         max_version: int = 0
@@ -91,10 +97,14 @@ class ApiVersionsResponse:
     class FinalizedFeatureKey:
         """List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (3, -1), (1, 0), (1, 0)), ('max_version_level', 'int16', (3, -1), (1, 0), (1, 0)), ('min_version_level', 'int16', (3, -1), (1, 0), (1, 0)))
         name: str = ''
         max_version_level: int = 0
         min_version_level: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('api_keys', '[]ApiVersion', (0, -1), (1, 0), (1, 0)), ('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('supported_features', '[]SupportedFeatureKey', (3, -1), (1, 0), (3, -1)), ('finalized_features_epoch', 'int64', (3, -1), (1, 0), (3, -1)), ('finalized_features', '[]FinalizedFeatureKey', (3, -1), (1, 0), (3, -1)), ('zk_migration_ready', 'bool', (3, -1), (1, 0), (3, -1)))
     error_code: int = 0
     api_keys: list[ApiVersionsResponse.ApiVersion] = field(default_factory=list)
     throttle_time_ms: int = 0

@@ -36,6 +36,8 @@ class ConsumerGroupDescribeRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 0
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_ids', '[]string', (0, -1), (1, 0), (1, 0)), ('include_authorized_operations', 'bool', (0, -1), (1, 0), (1, 0)))
     group_ids: list[str] = field(default_factory=list)
     include_authorized_operations: bool = False
 
@@ -73,6 +75,8 @@ class ConsumerGroupDescribeResponse:
     class TopicPartitions:
         """The assigned topic-partitions to the member."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('topic_name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         topic_name: str = ''
         partitions: list[int] = field(default_factory=list)
@@ -81,12 +85,16 @@ class ConsumerGroupDescribeResponse:
     class Assignment:
         """The current assignment."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_partitions', '[]TopicPartitions', (0, -1), (1, 0), (1, 0)),)
         topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions] = field(default_factory=list)
 
     @dataclass(slots=True)
     class Member:
         """The members."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('instance_id', 'string', (0, -1), (0, -1), (1, 0)), ('rack_id', 'string', (0, -1), (0, -1), (1, 0)), ('member_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('client_id', 'string', (0, -1), (1, 0), (1, 0)), ('client_host', 'string', (0, -1), (1, 0), (1, 0)), ('subscribed_topic_names', '[]string', (0, -1), (1, 0), (1, 0)), ('subscribed_topic_regex', 'string', (0, -1), (0, -1), (1, 0)), ('assignment', 'Assignment', (0, -1), (1, 0), (1, 0)), ('target_assignment', 'Assignment', (0, -1), (1, 0), (1, 0)))
         member_id: str = ''
         instance_id: str | None = None
         rack_id: str | None = None
@@ -102,6 +110,8 @@ class ConsumerGroupDescribeResponse:
     class DescribedGroup:
         """Each described group."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_state', 'string', (0, -1), (1, 0), (1, 0)), ('group_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('assignment_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('assignor_name', 'string', (0, -1), (1, 0), (1, 0)), ('members', '[]Member', (0, -1), (1, 0), (1, 0)), ('authorized_operations', 'int32', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         error_message: str | None = None
         group_id: str = ''
@@ -112,6 +122,8 @@ class ConsumerGroupDescribeResponse:
         members: list[ConsumerGroupDescribeResponse.Member] = field(default_factory=list)
         authorized_operations: int = -2147483648
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('groups', '[]DescribedGroup', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = field(default_factory=list)
 

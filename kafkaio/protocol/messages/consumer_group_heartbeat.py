@@ -39,9 +39,13 @@ class ConsumerGroupHeartbeatRequest:
     class TopicPartitions:
         """null if it didn't change since the last heartbeat; the partitions owned by the member."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('member_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('instance_id', 'string', (0, -1), (0, -1), (1, 0)), ('rack_id', 'string', (0, -1), (0, -1), (1, 0)), ('rebalance_timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('subscribed_topic_names', '[]string', (0, -1), (0, -1), (1, 0)), ('subscribed_topic_regex', 'string', (1, -1), (1, -1), (1, 0)), ('server_assignor', 'string', (0, -1), (0, -1), (1, 0)), ('topic_partitions', '[]TopicPartitions', (0, -1), (0, -1), (1, 0)))
     group_id: str = ''
     member_id: str = ''
     member_epoch: int = 0
@@ -87,6 +91,8 @@ class ConsumerGroupHeartbeatResponse:
     class TopicPartitions:
         """The partitions assigned to the member that can be used immediately."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[int] = field(default_factory=list)
 
@@ -94,8 +100,12 @@ class ConsumerGroupHeartbeatResponse:
     class Assignment:
         """null if not provided; the assignment otherwise."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_partitions', '[]TopicPartitions', (0, -1), (1, 0), (1, 0)),)
         topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('member_id', 'string', (0, -1), (0, -1), (1, 0)), ('member_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('heartbeat_interval_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('assignment', 'Assignment', (0, -1), (0, -1), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None

@@ -36,9 +36,13 @@ class ConsumerProtocolAssignment:
     class TopicPartition:
         """TopicPartition."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('assigned_partitions', '[]TopicPartition', (0, -1), (1, 0), (1, 0)), ('user_data', 'bytes', (0, -1), (0, -1), (1, 0)))
     assigned_partitions: list[ConsumerProtocolAssignment.TopicPartition] = field(default_factory=list)
     user_data: bytes | None = None
 

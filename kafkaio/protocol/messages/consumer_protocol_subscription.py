@@ -36,9 +36,13 @@ class ConsumerProtocolSubscription:
     class TopicPartition:
         """TopicPartition."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (1, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (1, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]string', (0, -1), (1, 0), (1, 0)), ('user_data', 'bytes', (0, -1), (0, -1), (1, 0)), ('owned_partitions', '[]TopicPartition', (1, -1), (1, 0), (1, 0)), ('generation_id', 'int32', (2, -1), (1, 0), (1, 0)), ('rack_id', 'string', (3, -1), (3, -1), (1, 0)))
     topics: list[str] = field(default_factory=list)
     user_data: bytes | None = None
     owned_partitions: list[ConsumerProtocolSubscription.TopicPartition] = field(default_factory=list)

@@ -40,6 +40,8 @@ class CreateAclsRequest:
     class AclCreation:
         """The ACLs that we want to create."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)), ('resource_pattern_type', 'int8', (1, -1), (1, 0), (1, 0)), ('principal', 'string', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('operation', 'int8', (0, -1), (1, 0), (1, 0)), ('permission_type', 'int8', (0, -1), (1, 0), (1, 0)))
         resource_type: int = 0
         resource_name: str = ''
         resource_pattern_type: int = 3
@@ -48,6 +50,8 @@ class CreateAclsRequest:
         operation: int = 0
         permission_type: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('creations', '[]AclCreation', (0, -1), (1, 0), (1, 0)),)
     creations: list[CreateAclsRequest.AclCreation] = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -84,9 +88,13 @@ class CreateAclsResponse:
     class AclCreationResult:
         """The results for each ACL creation."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)))
         error_code: int = 0
         error_message: str | None = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('results', '[]AclCreationResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     results: list[CreateAclsResponse.AclCreationResult] = field(default_factory=list)
 

@@ -39,16 +39,22 @@ class CreatePartitionsRequest:
     class CreatePartitionsAssignment:
         """The new partition assignments."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('broker_ids', '[]int32', (0, -1), (1, 0), (1, 0)),)
         broker_ids: list[int] = field(default_factory=list)
 
     @dataclass(slots=True)
     class CreatePartitionsTopic:
         """Each topic that we want to create new partitions inside."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('count', 'int32', (0, -1), (1, 0), (1, 0)), ('assignments', '[]CreatePartitionsAssignment', (0, -1), (0, -1), (1, 0)))
         name: str = ''
         count: int = 0
         assignments: list[CreatePartitionsRequest.CreatePartitionsAssignment] | None = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]CreatePartitionsTopic', (0, -1), (1, 0), (1, 0)), ('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('validate_only', 'bool', (0, -1), (1, 0), (1, 0)))
     topics: list[CreatePartitionsRequest.CreatePartitionsTopic] = field(default_factory=list)
     timeout_ms: int = 0
     validate_only: bool = False
@@ -87,10 +93,14 @@ class CreatePartitionsResponse:
     class CreatePartitionsTopicResult:
         """The partition creation results for each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)))
         name: str = ''
         error_code: int = 0
         error_message: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('results', '[]CreatePartitionsTopicResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     results: list[CreatePartitionsResponse.CreatePartitionsTopicResult] = field(default_factory=list)
 

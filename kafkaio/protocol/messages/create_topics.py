@@ -41,6 +41,8 @@ class CreateTopicsRequest:
     class CreatableReplicaAssignment:
         """The manual partition assignment, or the empty array if we are using automatic assignment."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('broker_ids', '[]int32', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         broker_ids: list[int] = field(default_factory=list)
 
@@ -48,6 +50,8 @@ class CreateTopicsRequest:
     class CreatableTopicConfig:
         """The custom topic configurations to set."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('value', 'string', (0, -1), (0, -1), (1, 0)))
         name: str = ''
         value: str | None = ''
 
@@ -55,12 +59,16 @@ class CreateTopicsRequest:
     class CreatableTopic:
         """The topics to create."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('num_partitions', 'int32', (0, -1), (1, 0), (1, 0)), ('replication_factor', 'int16', (0, -1), (1, 0), (1, 0)), ('assignments', '[]CreatableReplicaAssignment', (0, -1), (1, 0), (1, 0)), ('configs', '[]CreatableTopicConfig', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         num_partitions: int = 0
         replication_factor: int = 0
         assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = field(default_factory=list)
         configs: list[CreateTopicsRequest.CreatableTopicConfig] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]CreatableTopic', (0, -1), (1, 0), (1, 0)), ('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('validate_only', 'bool', (1, -1), (1, 0), (1, 0)))
     topics: list[CreateTopicsRequest.CreatableTopic] = field(default_factory=list)
     timeout_ms: int = 60000
     validate_only: bool = False
@@ -99,6 +107,8 @@ class CreateTopicsResponse:
     class CreatableTopicConfigs:
         """Configuration of the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (5, -1), (1, 0), (1, 0)), ('value', 'string', (5, -1), (5, -1), (1, 0)), ('read_only', 'bool', (5, -1), (1, 0), (1, 0)), ('config_source', 'int8', (5, -1), (1, 0), (1, 0)), ('is_sensitive', 'bool', (5, -1), (1, 0), (1, 0)))
         name: str = ''
         value: str | None = ''
         read_only: bool = False
@@ -109,6 +119,8 @@ class CreateTopicsResponse:
     class CreatableTopicResult:
         """Results for each topic we tried to create."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('topic_id', 'uuid', (7, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (1, -1), (0, -1), (1, 0)), ('topic_config_error_code', 'int16', (5, -1), (1, 0), (5, -1)), ('num_partitions', 'int32', (5, -1), (1, 0), (1, 0)), ('replication_factor', 'int16', (5, -1), (1, 0), (1, 0)), ('configs', '[]CreatableTopicConfigs', (5, -1), (5, -1), (1, 0)))
         name: str = ''
         topic_id: uuid.UUID = _UUID_ZERO
         error_code: int = 0
@@ -118,6 +130,8 @@ class CreateTopicsResponse:
         replication_factor: int = -1
         configs: list[CreateTopicsResponse.CreatableTopicConfigs] | None = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (2, -1), (1, 0), (1, 0)), ('topics', '[]CreatableTopicResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[CreateTopicsResponse.CreatableTopicResult] = field(default_factory=list)
 

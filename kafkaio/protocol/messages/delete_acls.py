@@ -40,6 +40,8 @@ class DeleteAclsRequest:
     class DeleteAclsFilter:
         """The filters to use when deleting ACLs."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resource_type_filter', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name_filter', 'string', (0, -1), (0, -1), (1, 0)), ('pattern_type_filter', 'int8', (1, -1), (1, 0), (1, 0)), ('principal_filter', 'string', (0, -1), (0, -1), (1, 0)), ('host_filter', 'string', (0, -1), (0, -1), (1, 0)), ('operation', 'int8', (0, -1), (1, 0), (1, 0)), ('permission_type', 'int8', (0, -1), (1, 0), (1, 0)))
         resource_type_filter: int = 0
         resource_name_filter: str | None = ''
         pattern_type_filter: int = 3
@@ -48,6 +50,8 @@ class DeleteAclsRequest:
         operation: int = 0
         permission_type: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('filters', '[]DeleteAclsFilter', (0, -1), (1, 0), (1, 0)),)
     filters: list[DeleteAclsRequest.DeleteAclsFilter] = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -84,6 +88,8 @@ class DeleteAclsResponse:
     class DeleteAclsMatchingAcl:
         """The ACLs which matched this filter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)), ('pattern_type', 'int8', (1, -1), (1, 0), (1, 0)), ('principal', 'string', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('operation', 'int8', (0, -1), (1, 0), (1, 0)), ('permission_type', 'int8', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         error_message: str | None = ''
         resource_type: int = 0
@@ -98,10 +104,14 @@ class DeleteAclsResponse:
     class DeleteAclsFilterResult:
         """The results for each filter."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('matching_acls', '[]DeleteAclsMatchingAcl', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         error_message: str | None = ''
         matching_acls: list[DeleteAclsResponse.DeleteAclsMatchingAcl] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('filter_results', '[]DeleteAclsFilterResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     filter_results: list[DeleteAclsResponse.DeleteAclsFilterResult] = field(default_factory=list)
 

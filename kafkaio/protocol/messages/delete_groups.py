@@ -34,6 +34,8 @@ class DeleteGroupsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 2
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 2
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('groups_names', '[]string', (0, -1), (1, 0), (1, 0)),)
     groups_names: list[str] = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -70,9 +72,13 @@ class DeleteGroupsResponse:
     class DeletableGroupResult:
         """The deletion results"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
         group_id: str = ''
         error_code: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('results', '[]DeletableGroupResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     results: list[DeleteGroupsResponse.DeletableGroupResult] = field(default_factory=list)
 

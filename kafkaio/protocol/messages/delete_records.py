@@ -39,6 +39,8 @@ class DeleteRecordsRequest:
     class DeleteRecordsPartition:
         """Each partition that we want to delete records from."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('offset', 'int64', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         offset: int = 0
 
@@ -46,9 +48,13 @@ class DeleteRecordsRequest:
     class DeleteRecordsTopic:
         """Each topic that we want to delete records from."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]DeleteRecordsPartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]DeleteRecordsTopic', (0, -1), (1, 0), (1, 0)), ('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)))
     topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = field(default_factory=list)
     timeout_ms: int = 0
 
@@ -86,6 +92,8 @@ class DeleteRecordsResponse:
     class DeleteRecordsPartitionResult:
         """Each partition that we wanted to delete records from."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('low_watermark', 'int64', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         low_watermark: int = 0
         error_code: int = 0
@@ -94,9 +102,13 @@ class DeleteRecordsResponse:
     class DeleteRecordsTopicResult:
         """Each topic that we wanted to delete records from."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]DeleteRecordsPartitionResult', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]DeleteRecordsTopicResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = field(default_factory=list)
 

@@ -38,9 +38,13 @@ class DeleteTopicsRequest:
     class DeleteTopicState:
         """The name or topic ID of the topic"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (6, -1), (6, -1), (1, 0)), ('topic_id', 'uuid', (6, -1), (1, 0), (1, 0)))
         name: str | None = None
         topic_id: uuid.UUID = _UUID_ZERO
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]DeleteTopicState', (6, -1), (1, 0), (1, 0)), ('topic_names', '[]string', (0, 5), (1, 0), (1, 0)), ('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)))
     topics: list[DeleteTopicsRequest.DeleteTopicState] = field(default_factory=list)
     topic_names: list[str] = field(default_factory=list)
     timeout_ms: int = 0
@@ -79,11 +83,15 @@ class DeleteTopicsResponse:
     class DeletableTopicResult:
         """The results for each topic we tried to delete."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (6, -1), (1, 0)), ('topic_id', 'uuid', (6, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (5, -1), (5, -1), (1, 0)))
         name: str | None = ''
         topic_id: uuid.UUID = _UUID_ZERO
         error_code: int = 0
         error_message: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('responses', '[]DeletableTopicResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     responses: list[DeleteTopicsResponse.DeletableTopicResult] = field(default_factory=list)
 

@@ -35,6 +35,8 @@ class DescribeAclsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 3
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 2
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resource_type_filter', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name_filter', 'string', (0, -1), (0, -1), (1, 0)), ('pattern_type_filter', 'int8', (1, -1), (1, 0), (1, 0)), ('principal_filter', 'string', (0, -1), (0, -1), (1, 0)), ('host_filter', 'string', (0, -1), (0, -1), (1, 0)), ('operation', 'int8', (0, -1), (1, 0), (1, 0)), ('permission_type', 'int8', (0, -1), (1, 0), (1, 0)))
     resource_type_filter: int = 0
     resource_name_filter: str | None = ''
     pattern_type_filter: int = 3
@@ -77,6 +79,8 @@ class DescribeAclsResponse:
     class AclDescription:
         """The ACLs."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('principal', 'string', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('operation', 'int8', (0, -1), (1, 0), (1, 0)), ('permission_type', 'int8', (0, -1), (1, 0), (1, 0)))
         principal: str = ''
         host: str = ''
         operation: int = 0
@@ -86,11 +90,15 @@ class DescribeAclsResponse:
     class DescribeAclsResource:
         """Each Resource that is referenced in an ACL."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)), ('pattern_type', 'int8', (1, -1), (1, 0), (1, 0)), ('acls', '[]AclDescription', (0, -1), (1, 0), (1, 0)))
         resource_type: int = 0
         resource_name: str = ''
         pattern_type: int = 3
         acls: list[DescribeAclsResponse.AclDescription] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('resources', '[]DescribeAclsResource', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ''

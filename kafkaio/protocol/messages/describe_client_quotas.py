@@ -40,10 +40,14 @@ class DescribeClientQuotasRequest:
     class ComponentData:
         """Filter components to apply to quota entities."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entity_type', 'string', (0, -1), (1, 0), (1, 0)), ('match_type', 'int8', (0, -1), (1, 0), (1, 0)), ('match', 'string', (0, -1), (0, -1), (1, 0)))
         entity_type: str = ''
         match_type: int = 0
         match: str | None = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('components', '[]ComponentData', (0, -1), (1, 0), (1, 0)), ('strict', 'bool', (0, -1), (1, 0), (1, 0)))
     components: list[DescribeClientQuotasRequest.ComponentData] = field(default_factory=list)
     strict: bool = False
 
@@ -81,6 +85,8 @@ class DescribeClientQuotasResponse:
     class EntityData:
         """The quota entity description."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entity_type', 'string', (0, -1), (1, 0), (1, 0)), ('entity_name', 'string', (0, -1), (0, -1), (1, 0)))
         entity_type: str = ''
         entity_name: str | None = ''
 
@@ -88,6 +94,8 @@ class DescribeClientQuotasResponse:
     class ValueData:
         """The quota values for the entity."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('key', 'string', (0, -1), (1, 0), (1, 0)), ('value', 'float64', (0, -1), (1, 0), (1, 0)))
         key: str = ''
         value: float = 0.0
 
@@ -95,9 +103,13 @@ class DescribeClientQuotasResponse:
     class EntryData:
         """A result entry."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('entity', '[]EntityData', (0, -1), (1, 0), (1, 0)), ('values', '[]ValueData', (0, -1), (1, 0), (1, 0)))
         entity: list[DescribeClientQuotasResponse.EntityData] = field(default_factory=list)
         values: list[DescribeClientQuotasResponse.ValueData] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('entries', '[]EntryData', (0, -1), (0, -1), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ''

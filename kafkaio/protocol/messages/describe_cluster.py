@@ -37,6 +37,8 @@ class DescribeClusterRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 1
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('include_cluster_authorized_operations', 'bool', (0, -1), (1, 0), (1, 0)), ('endpoint_type', 'int8', (1, -1), (1, 0), (1, 0)))
     include_cluster_authorized_operations: bool = False
     endpoint_type: int = 1
 
@@ -74,11 +76,15 @@ class DescribeClusterResponse:
     class DescribeClusterBroker:
         """Each broker in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('broker_id', 'int32', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('port', 'int32', (0, -1), (1, 0), (1, 0)), ('rack', 'string', (0, -1), (0, -1), (1, 0)))
         broker_id: int = 0
         host: str = ''
         port: int = 0
         rack: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('endpoint_type', 'int8', (1, -1), (1, 0), (1, 0)), ('cluster_id', 'string', (0, -1), (1, 0), (1, 0)), ('controller_id', 'int32', (0, -1), (1, 0), (1, 0)), ('brokers', '[]DescribeClusterBroker', (0, -1), (1, 0), (1, 0)), ('cluster_authorized_operations', 'int32', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None

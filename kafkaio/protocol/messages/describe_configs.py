@@ -43,10 +43,14 @@ class DescribeConfigsRequest:
     class DescribeConfigsResource:
         """The resources whose configurations we want to describe."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)), ('configuration_keys', '[]string', (0, -1), (0, -1), (1, 0)))
         resource_type: int = 0
         resource_name: str = ''
         configuration_keys: list[str] | None = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('resources', '[]DescribeConfigsResource', (0, -1), (1, 0), (1, 0)), ('include_synonyms', 'bool', (1, -1), (1, 0), (1, 0)), ('include_documentation', 'bool', (3, -1), (1, 0), (1, 0)))
     resources: list[DescribeConfigsRequest.DescribeConfigsResource] = field(default_factory=list)
     include_synonyms: bool = False
     include_documentation: bool = False
@@ -85,6 +89,8 @@ class DescribeConfigsResponse:
     class DescribeConfigsSynonym:
         """The synonyms for this configuration key."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (1, -1), (1, 0), (1, 0)), ('value', 'string', (1, -1), (0, -1), (1, 0)), ('source', 'int8', (1, -1), (1, 0), (1, 0)))
         name: str = ''
         value: str | None = ''
         source: int = 0
@@ -93,6 +99,8 @@ class DescribeConfigsResponse:
     class DescribeConfigsResourceResult:
         """Each listed configuration."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('value', 'string', (0, -1), (0, -1), (1, 0)), ('read_only', 'bool', (0, -1), (1, 0), (1, 0)), ('is_default', 'bool', (0, 0), (1, 0), (1, 0)), ('config_source', 'int8', (1, -1), (1, 0), (1, 0)), ('is_sensitive', 'bool', (0, -1), (1, 0), (1, 0)), ('synonyms', '[]DescribeConfigsSynonym', (1, -1), (1, 0), (1, 0)), ('config_type', 'int8', (3, -1), (1, 0), (1, 0)), ('documentation', 'string', (3, -1), (0, -1), (1, 0)))
         name: str = ''
         value: str | None = ''
         read_only: bool = False
@@ -107,12 +115,16 @@ class DescribeConfigsResponse:
     class DescribeConfigsResult:
         """The results for each resource."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('resource_type', 'int8', (0, -1), (1, 0), (1, 0)), ('resource_name', 'string', (0, -1), (1, 0), (1, 0)), ('configs', '[]DescribeConfigsResourceResult', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         error_message: str | None = ''
         resource_type: int = 0
         resource_name: str = ''
         configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('results', '[]DescribeConfigsResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     results: list[DescribeConfigsResponse.DescribeConfigsResult] = field(default_factory=list)
 

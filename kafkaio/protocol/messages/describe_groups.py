@@ -35,6 +35,8 @@ class DescribeGroupsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 5
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('groups', '[]string', (0, -1), (1, 0), (1, 0)), ('include_authorized_operations', 'bool', (3, -1), (1, 0), (1, 0)))
     groups: list[str] = field(default_factory=list)
     include_authorized_operations: bool = False
 
@@ -72,6 +74,8 @@ class DescribeGroupsResponse:
     class DescribedGroupMember:
         """The group members."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (4, -1), (4, -1), (1, 0)), ('client_id', 'string', (0, -1), (1, 0), (1, 0)), ('client_host', 'string', (0, -1), (1, 0), (1, 0)), ('member_metadata', 'bytes', (0, -1), (1, 0), (1, 0)), ('member_assignment', 'bytes', (0, -1), (1, 0), (1, 0)))
         member_id: str = ''
         group_instance_id: str | None = None
         client_id: str = ''
@@ -83,6 +87,8 @@ class DescribeGroupsResponse:
     class DescribedGroup:
         """Each described group."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_state', 'string', (0, -1), (1, 0), (1, 0)), ('protocol_type', 'string', (0, -1), (1, 0), (1, 0)), ('protocol_data', 'string', (0, -1), (1, 0), (1, 0)), ('members', '[]DescribedGroupMember', (0, -1), (1, 0), (1, 0)), ('authorized_operations', 'int32', (3, -1), (1, 0), (1, 0)))
         error_code: int = 0
         group_id: str = ''
         group_state: str = ''
@@ -91,6 +97,8 @@ class DescribeGroupsResponse:
         members: list[DescribeGroupsResponse.DescribedGroupMember] = field(default_factory=list)
         authorized_operations: int = -2147483648
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('groups', '[]DescribedGroup', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     groups: list[DescribeGroupsResponse.DescribedGroup] = field(default_factory=list)
 

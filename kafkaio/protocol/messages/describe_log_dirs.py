@@ -41,9 +41,13 @@ class DescribeLogDirsRequest:
     class DescribableLogDirTopic:
         """Each topic that we want to describe log directories for, or null for all topics."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]DescribableLogDirTopic', (0, -1), (0, -1), (1, 0)),)
     topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -80,6 +84,8 @@ class DescribeLogDirsResponse:
     class DescribeLogDirsPartition:
         """DescribeLogDirsPartition."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('partition_size', 'int64', (0, -1), (1, 0), (1, 0)), ('offset_lag', 'int64', (0, -1), (1, 0), (1, 0)), ('is_future_key', 'bool', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         partition_size: int = 0
         offset_lag: int = 0
@@ -89,6 +95,8 @@ class DescribeLogDirsResponse:
     class DescribeLogDirsTopic:
         """Each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]DescribeLogDirsPartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[DescribeLogDirsResponse.DescribeLogDirsPartition] = field(default_factory=list)
 
@@ -96,12 +104,16 @@ class DescribeLogDirsResponse:
     class DescribeLogDirsResult:
         """The log directories."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('log_dir', 'string', (0, -1), (1, 0), (1, 0)), ('topics', '[]DescribeLogDirsTopic', (0, -1), (1, 0), (1, 0)), ('total_bytes', 'int64', (4, -1), (1, 0), (1, 0)), ('usable_bytes', 'int64', (4, -1), (1, 0), (1, 0)))
         error_code: int = 0
         log_dir: str = ''
         topics: list[DescribeLogDirsResponse.DescribeLogDirsTopic] = field(default_factory=list)
         total_bytes: int = -1
         usable_bytes: int = -1
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (3, -1), (1, 0), (1, 0)), ('results', '[]DescribeLogDirsResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     results: list[DescribeLogDirsResponse.DescribeLogDirsResult] = field(default_factory=list)

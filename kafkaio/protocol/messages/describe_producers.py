@@ -39,9 +39,13 @@ class DescribeProducersRequest:
     class TopicRequest:
         """TopicRequest."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partition_indexes', '[]int32', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partition_indexes: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]TopicRequest', (0, -1), (1, 0), (1, 0)),)
     topics: list[DescribeProducersRequest.TopicRequest] = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -78,6 +82,8 @@ class DescribeProducersResponse:
     class ProducerState:
         """ProducerState."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('producer_id', 'int64', (0, -1), (1, 0), (1, 0)), ('producer_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('last_sequence', 'int32', (0, -1), (1, 0), (1, 0)), ('last_timestamp', 'int64', (0, -1), (1, 0), (1, 0)), ('coordinator_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('current_txn_start_offset', 'int64', (0, -1), (1, 0), (1, 0)))
         producer_id: int = 0
         producer_epoch: int = 0
         last_sequence: int = -1
@@ -89,6 +95,8 @@ class DescribeProducersResponse:
     class PartitionResponse:
         """Each partition in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('active_producers', '[]ProducerState', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
         error_message: str | None = None
@@ -98,9 +106,13 @@ class DescribeProducersResponse:
     class TopicResponse:
         """Each topic in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]PartitionResponse', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[DescribeProducersResponse.PartitionResponse] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]TopicResponse', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[DescribeProducersResponse.TopicResponse] = field(default_factory=list)
 

@@ -40,15 +40,21 @@ class DescribeTopicPartitionsRequest:
     class TopicRequest:
         """The topics to fetch details for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)),)
         name: str = ''
 
     @dataclass(slots=True)
     class Cursor:
         """The first topic and partition index to fetch details for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_name', 'string', (0, -1), (1, 0), (1, 0)), ('partition_index', 'int32', (0, -1), (1, 0), (1, 0)))
         topic_name: str = ''
         partition_index: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]TopicRequest', (0, -1), (1, 0), (1, 0)), ('response_partition_limit', 'int32', (0, -1), (1, 0), (1, 0)), ('cursor', 'Cursor', (0, -1), (0, -1), (1, 0)))
     topics: list[DescribeTopicPartitionsRequest.TopicRequest] = field(default_factory=list)
     response_partition_limit: int = 2000
     cursor: DescribeTopicPartitionsRequest.Cursor | None = None
@@ -87,6 +93,8 @@ class DescribeTopicPartitionsResponse:
     class DescribeTopicPartitionsResponsePartition:
         """Each partition in the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_id', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('replica_nodes', '[]int32', (0, -1), (1, 0), (1, 0)), ('isr_nodes', '[]int32', (0, -1), (1, 0), (1, 0)), ('eligible_leader_replicas', '[]int32', (0, -1), (0, -1), (1, 0)), ('last_known_elr', '[]int32', (0, -1), (0, -1), (1, 0)), ('offline_replicas', '[]int32', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         partition_index: int = 0
         leader_id: int = 0
@@ -101,6 +109,8 @@ class DescribeTopicPartitionsResponse:
     class DescribeTopicPartitionsResponseTopic:
         """Each topic in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('name', 'string', (0, -1), (0, -1), (1, 0)), ('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('is_internal', 'bool', (0, -1), (1, 0), (1, 0)), ('partitions', '[]DescribeTopicPartitionsResponsePartition', (0, -1), (1, 0), (1, 0)), ('topic_authorized_operations', 'int32', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         name: str | None = ''
         topic_id: uuid.UUID = _UUID_ZERO
@@ -112,9 +122,13 @@ class DescribeTopicPartitionsResponse:
     class Cursor:
         """The next topic and partition index to fetch details for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_name', 'string', (0, -1), (1, 0), (1, 0)), ('partition_index', 'int32', (0, -1), (1, 0), (1, 0)))
         topic_name: str = ''
         partition_index: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]DescribeTopicPartitionsResponseTopic', (0, -1), (1, 0), (1, 0)), ('next_cursor', 'Cursor', (0, -1), (0, -1), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic] = field(default_factory=list)
     next_cursor: DescribeTopicPartitionsResponse.Cursor | None = None

@@ -35,6 +35,8 @@ class DescribeTransactionsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 0
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_ids', '[]string', (0, -1), (1, 0), (1, 0)),)
     transactional_ids: list[str] = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -71,6 +73,8 @@ class DescribeTransactionsResponse:
     class TopicData:
         """The set of partitions included in the current transaction (if active). When a transaction is preparing to commit or abort, this will include only partitions which do not have markers."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
@@ -78,6 +82,8 @@ class DescribeTransactionsResponse:
     class TransactionState:
         """TransactionState."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('transactional_id', 'string', (0, -1), (1, 0), (1, 0)), ('transaction_state', 'string', (0, -1), (1, 0), (1, 0)), ('transaction_timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('transaction_start_time_ms', 'int64', (0, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (0, -1), (1, 0), (1, 0)), ('producer_epoch', 'int16', (0, -1), (1, 0), (1, 0)), ('topics', '[]TopicData', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         transactional_id: str = ''
         transaction_state: str = ''
@@ -87,6 +93,8 @@ class DescribeTransactionsResponse:
         producer_epoch: int = 0
         topics: list[DescribeTransactionsResponse.TopicData] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('transaction_states', '[]TransactionState', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     transaction_states: list[DescribeTransactionsResponse.TransactionState] = field(default_factory=list)
 

@@ -39,8 +39,12 @@ class DescribeUserScramCredentialsRequest:
     class UserName:
         """The users to describe, or null/empty to describe all users."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)),)
         name: str = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('users', '[]UserName', (0, -1), (0, -1), (1, 0)),)
     users: list[DescribeUserScramCredentialsRequest.UserName] | None = field(default_factory=list)
 
     def encode(self, version: int) -> bytes:
@@ -77,6 +81,8 @@ class DescribeUserScramCredentialsResponse:
     class CredentialInfo:
         """The mechanism and related information associated with the user's SCRAM credentials."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('mechanism', 'int8', (0, -1), (1, 0), (1, 0)), ('iterations', 'int32', (0, -1), (1, 0), (1, 0)))
         mechanism: int = 0
         iterations: int = 0
 
@@ -84,11 +90,15 @@ class DescribeUserScramCredentialsResponse:
     class DescribeUserScramCredentialsResult:
         """The results for descriptions, one per user."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('user', 'string', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('credential_infos', '[]CredentialInfo', (0, -1), (1, 0), (1, 0)))
         user: str = ''
         error_code: int = 0
         error_message: str | None = ''
         credential_infos: list[DescribeUserScramCredentialsResponse.CredentialInfo] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('results', '[]DescribeUserScramCredentialsResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ''

@@ -39,9 +39,13 @@ class ElectLeadersRequest:
     class TopicPartitions:
         """The topic partitions to elect leaders."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('election_type', 'int8', (1, -1), (1, 0), (1, 0)), ('topic_partitions', '[]TopicPartitions', (0, -1), (0, -1), (1, 0)), ('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)))
     election_type: int = 0
     topic_partitions: list[ElectLeadersRequest.TopicPartitions] | None = field(default_factory=list)
     timeout_ms: int = 60000
@@ -80,6 +84,8 @@ class ElectLeadersResponse:
     class PartitionResult:
         """The results for each partition"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_id', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)))
         partition_id: int = 0
         error_code: int = 0
         error_message: str | None = ''
@@ -88,9 +94,13 @@ class ElectLeadersResponse:
     class ReplicaElectionResult:
         """The election results, or an empty array if the requester did not have permission and the request asks for all partitions."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partition_result', '[]PartitionResult', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partition_result: list[ElectLeadersResponse.PartitionResult] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (1, -1), (1, 0), (1, 0)), ('replica_election_results', '[]ReplicaElectionResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     replica_election_results: list[ElectLeadersResponse.ReplicaElectionResult] = field(default_factory=list)

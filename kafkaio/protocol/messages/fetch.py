@@ -54,6 +54,8 @@ class FetchRequest:
     class ReplicaState:
         """ReplicaState."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('replica_id', 'int32', (15, -1), (1, 0), (1, 0)), ('replica_epoch', 'int64', (15, -1), (1, 0), (1, 0)))
         replica_id: int = -1
         replica_epoch: int = -1
 
@@ -61,6 +63,8 @@ class FetchRequest:
     class FetchPartition:
         """The partitions to fetch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition', 'int32', (0, -1), (1, 0), (1, 0)), ('current_leader_epoch', 'int32', (9, -1), (1, 0), (1, 0)), ('fetch_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('last_fetched_epoch', 'int32', (12, -1), (1, 0), (1, 0)), ('log_start_offset', 'int64', (5, -1), (1, 0), (1, 0)), ('partition_max_bytes', 'int32', (0, -1), (1, 0), (1, 0)), ('replica_directory_id', 'uuid', (17, -1), (1, 0), (17, -1)))
         partition: int = 0
         current_leader_epoch: int = -1
         fetch_offset: int = 0
@@ -73,6 +77,8 @@ class FetchRequest:
     class FetchTopic:
         """The topics to fetch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, 12), (1, 0), (1, 0)), ('topic_id', 'uuid', (13, -1), (1, 0), (1, 0)), ('partitions', '[]FetchPartition', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[FetchRequest.FetchPartition] = field(default_factory=list)
@@ -81,10 +87,14 @@ class FetchRequest:
     class ForgottenTopic:
         """In an incremental fetch request, the partitions to remove."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (7, 12), (1, 0), (1, 0)), ('topic_id', 'uuid', (13, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (7, -1), (1, 0), (1, 0)))
         topic: str = ''
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('cluster_id', 'string', (12, -1), (12, -1), (12, -1)), ('replica_id', 'int32', (0, 14), (1, 0), (1, 0)), ('replica_state', 'ReplicaState', (15, -1), (1, 0), (15, -1)), ('max_wait_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('min_bytes', 'int32', (0, -1), (1, 0), (1, 0)), ('max_bytes', 'int32', (3, -1), (1, 0), (1, 0)), ('isolation_level', 'int8', (4, -1), (1, 0), (1, 0)), ('session_id', 'int32', (7, -1), (1, 0), (1, 0)), ('session_epoch', 'int32', (7, -1), (1, 0), (1, 0)), ('topics', '[]FetchTopic', (0, -1), (1, 0), (1, 0)), ('forgotten_topics_data', '[]ForgottenTopic', (7, -1), (1, 0), (1, 0)), ('rack_id', 'string', (11, -1), (1, 0), (1, 0)))
     cluster_id: str | None = None
     replica_id: int = -1
     replica_state: FetchRequest.ReplicaState = field(default_factory=lambda: FetchRequest.ReplicaState())
@@ -132,6 +142,8 @@ class FetchResponse:
     class EpochEndOffset:
         """In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('epoch', 'int32', (12, -1), (1, 0), (1, 0)), ('end_offset', 'int64', (12, -1), (1, 0), (1, 0)))
         epoch: int = -1
         end_offset: int = -1
 
@@ -139,6 +151,8 @@ class FetchResponse:
     class LeaderIdAndEpoch:
         """LeaderIdAndEpoch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('leader_id', 'int32', (12, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (12, -1), (1, 0), (1, 0)))
         leader_id: int = -1
         leader_epoch: int = -1
 
@@ -146,6 +160,8 @@ class FetchResponse:
     class SnapshotId:
         """In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch that should be used in the FetchSnapshot request."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('end_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('epoch', 'int32', (0, -1), (1, 0), (1, 0)))
         end_offset: int = -1
         epoch: int = -1
 
@@ -153,6 +169,8 @@ class FetchResponse:
     class AbortedTransaction:
         """The aborted transactions."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('producer_id', 'int64', (4, -1), (1, 0), (1, 0)), ('first_offset', 'int64', (4, -1), (1, 0), (1, 0)))
         producer_id: int = 0
         first_offset: int = 0
 
@@ -160,6 +178,8 @@ class FetchResponse:
     class PartitionData:
         """The topic partitions."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('high_watermark', 'int64', (0, -1), (1, 0), (1, 0)), ('last_stable_offset', 'int64', (4, -1), (1, 0), (1, 0)), ('log_start_offset', 'int64', (5, -1), (1, 0), (1, 0)), ('diverging_epoch', 'EpochEndOffset', (12, -1), (1, 0), (12, -1)), ('current_leader', 'LeaderIdAndEpoch', (12, -1), (1, 0), (12, -1)), ('snapshot_id', 'SnapshotId', (12, -1), (1, 0), (12, -1)), ('aborted_transactions', '[]AbortedTransaction', (4, -1), (4, -1), (1, 0)), ('preferred_read_replica', 'int32', (11, -1), (1, 0), (1, 0)), ('records', 'records', (0, -1), (0, -1), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
         high_watermark: int = 0
@@ -176,6 +196,8 @@ class FetchResponse:
     class FetchableTopicResponse:
         """The response topics."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, 12), (1, 0), (1, 0)), ('topic_id', 'uuid', (13, -1), (1, 0), (1, 0)), ('partitions', '[]PartitionData', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[FetchResponse.PartitionData] = field(default_factory=list)
@@ -184,11 +206,15 @@ class FetchResponse:
     class NodeEndpoint:
         """Endpoints for all current-leaders enumerated in PartitionData, with errors NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('node_id', 'int32', (16, -1), (1, 0), (1, 0)), ('host', 'string', (16, -1), (1, 0), (1, 0)), ('port', 'int32', (16, -1), (1, 0), (1, 0)), ('rack', 'string', (16, -1), (16, -1), (1, 0)))
         node_id: int = 0
         host: str = ''
         port: int = 0
         rack: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('error_code', 'int16', (7, -1), (1, 0), (1, 0)), ('session_id', 'int32', (7, -1), (1, 0), (1, 0)), ('responses', '[]FetchableTopicResponse', (0, -1), (1, 0), (1, 0)), ('node_endpoints', '[]NodeEndpoint', (16, -1), (1, 0), (16, -1)))
     throttle_time_ms: int = 0
     error_code: int = 0
     session_id: int = 0

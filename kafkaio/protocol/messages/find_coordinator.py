@@ -36,6 +36,8 @@ class FindCoordinatorRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 6
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 3
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('key', 'string', (0, 3), (1, 0), (1, 0)), ('key_type', 'int8', (1, -1), (1, 0), (1, 0)), ('coordinator_keys', '[]string', (4, -1), (1, 0), (1, 0)))
     key: str = ''
     key_type: int = 0
     coordinator_keys: list[str] = field(default_factory=list)
@@ -74,6 +76,8 @@ class FindCoordinatorResponse:
     class Coordinator:
         """Each coordinator result in the response"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('key', 'string', (4, -1), (1, 0), (1, 0)), ('node_id', 'int32', (4, -1), (1, 0), (1, 0)), ('host', 'string', (4, -1), (1, 0), (1, 0)), ('port', 'int32', (4, -1), (1, 0), (1, 0)), ('error_code', 'int16', (4, -1), (1, 0), (1, 0)), ('error_message', 'string', (4, -1), (4, -1), (1, 0)))
         key: str = ''
         node_id: int = 0
         host: str = ''
@@ -81,6 +85,8 @@ class FindCoordinatorResponse:
         error_code: int = 0
         error_message: str | None = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, 3), (1, 0), (1, 0)), ('error_message', 'string', (1, 3), (1, 3), (1, 0)), ('node_id', 'int32', (0, 3), (1, 0), (1, 0)), ('host', 'string', (0, 3), (1, 0), (1, 0)), ('port', 'int32', (0, 3), (1, 0), (1, 0)), ('coordinators', '[]Coordinator', (4, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ''

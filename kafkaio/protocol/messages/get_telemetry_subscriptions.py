@@ -36,6 +36,8 @@ class GetTelemetrySubscriptionsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 0
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('client_instance_id', 'uuid', (0, -1), (1, 0), (1, 0)),)
     client_instance_id: uuid.UUID = _UUID_ZERO
 
     def encode(self, version: int) -> bytes:
@@ -68,6 +70,8 @@ class GetTelemetrySubscriptionsResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 0
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('client_instance_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('subscription_id', 'int32', (0, -1), (1, 0), (1, 0)), ('accepted_compression_types', '[]int8', (0, -1), (1, 0), (1, 0)), ('push_interval_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('telemetry_max_bytes', 'int32', (0, -1), (1, 0), (1, 0)), ('delta_temporality', 'bool', (0, -1), (1, 0), (1, 0)), ('requested_metrics', '[]string', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     client_instance_id: uuid.UUID = _UUID_ZERO

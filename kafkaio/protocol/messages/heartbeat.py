@@ -35,6 +35,8 @@ class HeartbeatRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 4
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('generation_id', 'int32', (0, -1), (1, 0), (1, 0)), ('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (3, -1), (3, -1), (1, 0)))
     group_id: str = ''
     generation_id: int = 0
     member_id: str = ''
@@ -70,6 +72,8 @@ class HeartbeatResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 4
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 4
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
 

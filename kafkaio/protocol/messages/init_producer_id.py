@@ -35,6 +35,8 @@ class InitProducerIdRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 2
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (0, -1), (0, -1), (1, 0)), ('transaction_timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (3, -1), (1, 0), (1, 0)), ('producer_epoch', 'int16', (3, -1), (1, 0), (1, 0)))
     transactional_id: str | None = ''
     transaction_timeout_ms: int = 0
     producer_id: int = -1
@@ -70,6 +72,8 @@ class InitProducerIdResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 2
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (0, -1), (1, 0), (1, 0)), ('producer_epoch', 'int16', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     producer_id: int = -1

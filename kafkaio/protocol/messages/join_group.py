@@ -41,9 +41,13 @@ class JoinGroupRequest:
     class JoinGroupRequestProtocol:
         """The list of protocols that the member supports."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('metadata', 'bytes', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         metadata: bytes = b''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('session_timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('rebalance_timeout_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (5, -1), (5, -1), (1, 0)), ('protocol_type', 'string', (0, -1), (1, 0), (1, 0)), ('protocols', '[]JoinGroupRequestProtocol', (0, -1), (1, 0), (1, 0)), ('reason', 'string', (8, -1), (8, -1), (1, 0)))
     group_id: str = ''
     session_timeout_ms: int = 0
     rebalance_timeout_ms: int = -1
@@ -87,10 +91,14 @@ class JoinGroupResponse:
     class JoinGroupResponseMember:
         """JoinGroupResponseMember."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (5, -1), (5, -1), (1, 0)), ('metadata', 'bytes', (0, -1), (1, 0), (1, 0)))
         member_id: str = ''
         group_instance_id: str | None = None
         metadata: bytes = b''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (2, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('generation_id', 'int32', (0, -1), (1, 0), (1, 0)), ('protocol_type', 'string', (7, -1), (7, -1), (1, 0)), ('protocol_name', 'string', (0, -1), (7, -1), (1, 0)), ('leader', 'string', (0, -1), (1, 0), (1, 0)), ('skip_assignment', 'bool', (9, -1), (1, 0), (1, 0)), ('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('members', '[]JoinGroupResponseMember', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     generation_id: int = -1

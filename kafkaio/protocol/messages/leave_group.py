@@ -38,10 +38,14 @@ class LeaveGroupRequest:
     class MemberIdentity:
         """List of leaving member identities."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('member_id', 'string', (3, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (3, -1), (3, -1), (1, 0)), ('reason', 'string', (5, -1), (5, -1), (1, 0)))
         member_id: str = ''
         group_instance_id: str | None = None
         reason: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('member_id', 'string', (0, 2), (1, 0), (1, 0)), ('members', '[]MemberIdentity', (3, -1), (1, 0), (1, 0)))
     group_id: str = ''
     member_id: str = ''
     members: list[LeaveGroupRequest.MemberIdentity] = field(default_factory=list)
@@ -80,10 +84,14 @@ class LeaveGroupResponse:
     class MemberResponse:
         """List of leaving member responses."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('member_id', 'string', (3, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (3, -1), (3, -1), (1, 0)), ('error_code', 'int16', (3, -1), (1, 0), (1, 0)))
         member_id: str = ''
         group_instance_id: str | None = ''
         error_code: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('members', '[]MemberResponse', (3, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     members: list[LeaveGroupResponse.MemberResponse] = field(default_factory=list)

@@ -34,6 +34,8 @@ class ListGroupsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 3
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('states_filter', '[]string', (4, -1), (1, 0), (1, 0)), ('types_filter', '[]string', (5, -1), (1, 0), (1, 0)))
     states_filter: list[str] = field(default_factory=list)
     types_filter: list[str] = field(default_factory=list)
 
@@ -71,11 +73,15 @@ class ListGroupsResponse:
     class ListedGroup:
         """Each group in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('protocol_type', 'string', (0, -1), (1, 0), (1, 0)), ('group_state', 'string', (4, -1), (1, 0), (1, 0)), ('group_type', 'string', (5, -1), (1, 0), (1, 0)))
         group_id: str = ''
         protocol_type: str = ''
         group_state: str = ''
         group_type: str = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('groups', '[]ListedGroup', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     groups: list[ListGroupsResponse.ListedGroup] = field(default_factory=list)

@@ -45,6 +45,8 @@ class ListOffsetsRequest:
     class ListOffsetsPartition:
         """Each partition in the request."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('current_leader_epoch', 'int32', (4, -1), (1, 0), (1, 0)), ('timestamp', 'int64', (0, -1), (1, 0), (1, 0)), ('max_num_offsets', 'int32', (0, 0), (1, 0), (1, 0)))
         partition_index: int = 0
         current_leader_epoch: int = -1
         timestamp: int = 0
@@ -54,9 +56,13 @@ class ListOffsetsRequest:
     class ListOffsetsTopic:
         """Each topic in the request."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]ListOffsetsPartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[ListOffsetsRequest.ListOffsetsPartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('replica_id', 'int32', (0, -1), (1, 0), (1, 0)), ('isolation_level', 'int8', (2, -1), (1, 0), (1, 0)), ('topics', '[]ListOffsetsTopic', (0, -1), (1, 0), (1, 0)), ('timeout_ms', 'int32', (10, -1), (1, 0), (1, 0)))
     replica_id: int = 0
     isolation_level: int = 0
     topics: list[ListOffsetsRequest.ListOffsetsTopic] = field(default_factory=list)
@@ -96,6 +102,8 @@ class ListOffsetsResponse:
     class ListOffsetsPartitionResponse:
         """Each partition in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('old_style_offsets', '[]int64', (0, 0), (1, 0), (1, 0)), ('timestamp', 'int64', (1, -1), (1, 0), (1, 0)), ('offset', 'int64', (1, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (4, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
         old_style_offsets: list[int] = field(default_factory=list)
@@ -107,9 +115,13 @@ class ListOffsetsResponse:
     class ListOffsetsTopicResponse:
         """Each topic in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]ListOffsetsPartitionResponse', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (2, -1), (1, 0), (1, 0)), ('topics', '[]ListOffsetsTopicResponse', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = field(default_factory=list)
 

@@ -38,9 +38,13 @@ class ListPartitionReassignmentsRequest:
     class ListPartitionReassignmentsTopics:
         """The topics to list partition reassignments for, or null to list everything."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partition_indexes', '[]int32', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partition_indexes: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]ListPartitionReassignmentsTopics', (0, -1), (0, -1), (1, 0)))
     timeout_ms: int = 60000
     topics: list[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics] | None = None
 
@@ -78,6 +82,8 @@ class ListPartitionReassignmentsResponse:
     class OngoingPartitionReassignment:
         """The ongoing reassignments for each partition."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('replicas', '[]int32', (0, -1), (1, 0), (1, 0)), ('adding_replicas', '[]int32', (0, -1), (1, 0), (1, 0)), ('removing_replicas', '[]int32', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         replicas: list[int] = field(default_factory=list)
         adding_replicas: list[int] = field(default_factory=list)
@@ -87,9 +93,13 @@ class ListPartitionReassignmentsResponse:
     class OngoingTopicReassignment:
         """The ongoing reassignments for each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]OngoingPartitionReassignment', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('topics', '[]OngoingTopicReassignment', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ''

@@ -34,6 +34,8 @@ class ListTransactionsRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 1
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('state_filters', '[]string', (0, -1), (1, 0), (1, 0)), ('producer_id_filters', '[]int64', (0, -1), (1, 0), (1, 0)), ('duration_filter', 'int64', (1, -1), (1, 0), (1, 0)))
     state_filters: list[str] = field(default_factory=list)
     producer_id_filters: list[int] = field(default_factory=list)
     duration_filter: int = -1
@@ -72,10 +74,14 @@ class ListTransactionsResponse:
     class TransactionState:
         """TransactionState."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (0, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (0, -1), (1, 0), (1, 0)), ('transaction_state', 'string', (0, -1), (1, 0), (1, 0)))
         transactional_id: str = ''
         producer_id: int = 0
         transaction_state: str = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('unknown_state_filters', '[]string', (0, -1), (1, 0), (1, 0)), ('transaction_states', '[]TransactionState', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     unknown_state_filters: list[str] = field(default_factory=list)

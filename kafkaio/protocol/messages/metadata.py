@@ -43,9 +43,13 @@ class MetadataRequest:
     class MetadataRequestTopic:
         """The topics to fetch metadata for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (10, -1), (1, 0), (1, 0)), ('name', 'string', (0, -1), (10, -1), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         name: str | None = ''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topics', '[]MetadataRequestTopic', (0, -1), (1, -1), (1, 0)), ('allow_auto_topic_creation', 'bool', (4, -1), (1, 0), (1, 0)), ('include_cluster_authorized_operations', 'bool', (8, 10), (1, 0), (1, 0)), ('include_topic_authorized_operations', 'bool', (8, -1), (1, 0), (1, 0)))
     topics: list[MetadataRequest.MetadataRequestTopic] | None = field(default_factory=list)
     allow_auto_topic_creation: bool = True
     include_cluster_authorized_operations: bool = False
@@ -85,6 +89,8 @@ class MetadataResponse:
     class MetadataResponseBroker:
         """A list of brokers present in the cluster."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('node_id', 'int32', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('port', 'int32', (0, -1), (1, 0), (1, 0)), ('rack', 'string', (1, -1), (1, -1), (1, 0)))
         node_id: int = 0
         host: str = ''
         port: int = 0
@@ -94,6 +100,8 @@ class MetadataResponse:
     class MetadataResponsePartition:
         """Each partition in the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_id', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (7, -1), (1, 0), (1, 0)), ('replica_nodes', '[]int32', (0, -1), (1, 0), (1, 0)), ('isr_nodes', '[]int32', (0, -1), (1, 0), (1, 0)), ('offline_replicas', '[]int32', (5, -1), (1, 0), (1, 0)))
         error_code: int = 0
         partition_index: int = 0
         leader_id: int = 0
@@ -106,6 +114,8 @@ class MetadataResponse:
     class MetadataResponseTopic:
         """Each topic in the response."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('name', 'string', (0, -1), (12, -1), (1, 0)), ('topic_id', 'uuid', (10, -1), (1, 0), (1, 0)), ('is_internal', 'bool', (1, -1), (1, 0), (1, 0)), ('partitions', '[]MetadataResponsePartition', (0, -1), (1, 0), (1, 0)), ('topic_authorized_operations', 'int32', (8, -1), (1, 0), (1, 0)))
         error_code: int = 0
         name: str | None = ''
         topic_id: uuid.UUID = _UUID_ZERO
@@ -113,6 +123,8 @@ class MetadataResponse:
         partitions: list[MetadataResponse.MetadataResponsePartition] = field(default_factory=list)
         topic_authorized_operations: int = -2147483648
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (3, -1), (1, 0), (1, 0)), ('brokers', '[]MetadataResponseBroker', (0, -1), (1, 0), (1, 0)), ('cluster_id', 'string', (2, -1), (2, -1), (1, 0)), ('controller_id', 'int32', (1, -1), (1, 0), (1, 0)), ('topics', '[]MetadataResponseTopic', (0, -1), (1, 0), (1, 0)), ('cluster_authorized_operations', 'int32', (8, 10), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     brokers: list[MetadataResponse.MetadataResponseBroker] = field(default_factory=list)
     cluster_id: str | None = None

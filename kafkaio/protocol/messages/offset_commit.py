@@ -42,6 +42,8 @@ class OffsetCommitRequest:
     class OffsetCommitRequestPartition:
         """Each partition to commit offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('committed_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('committed_leader_epoch', 'int32', (6, -1), (1, 0), (1, 0)), ('commit_timestamp', 'int64', (1, 1), (1, 0), (1, 0)), ('committed_metadata', 'string', (0, -1), (0, -1), (1, 0)))
         partition_index: int = 0
         committed_offset: int = 0
         committed_leader_epoch: int = -1
@@ -52,9 +54,13 @@ class OffsetCommitRequest:
     class OffsetCommitRequestTopic:
         """The topics to commit offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]OffsetCommitRequestPartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[OffsetCommitRequest.OffsetCommitRequestPartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('generation_id_or_member_epoch', 'int32', (1, -1), (1, 0), (1, 0)), ('member_id', 'string', (1, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (7, -1), (7, -1), (1, 0)), ('retention_time_ms', 'int64', (2, 4), (1, 0), (1, 0)), ('topics', '[]OffsetCommitRequestTopic', (0, -1), (1, 0), (1, 0)))
     group_id: str = ''
     generation_id_or_member_epoch: int = -1
     member_id: str = ''
@@ -96,6 +102,8 @@ class OffsetCommitResponse:
     class OffsetCommitResponsePartition:
         """The responses for each partition in the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
 
@@ -103,9 +111,13 @@ class OffsetCommitResponse:
     class OffsetCommitResponseTopic:
         """The responses for each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]OffsetCommitResponsePartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[OffsetCommitResponse.OffsetCommitResponsePartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (3, -1), (1, 0), (1, 0)), ('topics', '[]OffsetCommitResponseTopic', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[OffsetCommitResponse.OffsetCommitResponseTopic] = field(default_factory=list)
 

@@ -39,15 +39,21 @@ class OffsetDeleteRequest:
     class OffsetDeleteRequestPartition:
         """Each partition to delete offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)),)
         partition_index: int = 0
 
     @dataclass(slots=True)
     class OffsetDeleteRequestTopic:
         """The topics to delete offsets for"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]OffsetDeleteRequestPartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[OffsetDeleteRequest.OffsetDeleteRequestPartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('topics', '[]OffsetDeleteRequestTopic', (0, -1), (1, 0), (1, 0)))
     group_id: str = ''
     topics: list[OffsetDeleteRequest.OffsetDeleteRequestTopic] = field(default_factory=list)
 
@@ -85,6 +91,8 @@ class OffsetDeleteResponse:
     class OffsetDeleteResponsePartition:
         """The responses for each partition in the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
 
@@ -92,9 +100,13 @@ class OffsetDeleteResponse:
     class OffsetDeleteResponseTopic:
         """The responses for each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]OffsetDeleteResponsePartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[OffsetDeleteResponse.OffsetDeleteResponsePartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]OffsetDeleteResponseTopic', (0, -1), (1, 0), (1, 0)))
     error_code: int = 0
     throttle_time_ms: int = 0
     topics: list[OffsetDeleteResponse.OffsetDeleteResponseTopic] = field(default_factory=list)

@@ -41,6 +41,8 @@ class OffsetFetchRequest:
     class OffsetFetchRequestTopic:
         """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, 7), (1, 0), (1, 0)), ('partition_indexes', '[]int32', (0, 7), (1, 0), (1, 0)))
         name: str = ''
         partition_indexes: list[int] = field(default_factory=list)
 
@@ -48,6 +50,8 @@ class OffsetFetchRequest:
     class OffsetFetchRequestTopics:
         """Each topic we would like to fetch offsets for, or null to fetch offsets for all topics."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (8, -1), (1, 0), (1, 0)), ('partition_indexes', '[]int32', (8, -1), (1, 0), (1, 0)))
         name: str = ''
         partition_indexes: list[int] = field(default_factory=list)
 
@@ -55,11 +59,15 @@ class OffsetFetchRequest:
     class OffsetFetchRequestGroup:
         """Each group we would like to fetch offsets for"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (8, -1), (1, 0), (1, 0)), ('member_id', 'string', (9, -1), (9, -1), (1, 0)), ('member_epoch', 'int32', (9, -1), (1, 0), (1, 0)), ('topics', '[]OffsetFetchRequestTopics', (8, -1), (8, -1), (1, 0)))
         group_id: str = ''
         member_id: str | None = None
         member_epoch: int = -1
         topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, 7), (1, 0), (1, 0)), ('topics', '[]OffsetFetchRequestTopic', (0, 7), (2, 7), (1, 0)), ('groups', '[]OffsetFetchRequestGroup', (8, -1), (1, 0), (1, 0)), ('require_stable', 'bool', (7, -1), (1, 0), (1, 0)))
     group_id: str = ''
     topics: list[OffsetFetchRequest.OffsetFetchRequestTopic] | None = field(default_factory=list)
     groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = field(default_factory=list)
@@ -99,6 +107,8 @@ class OffsetFetchResponse:
     class OffsetFetchResponsePartition:
         """The responses per partition"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, 7), (1, 0), (1, 0)), ('committed_offset', 'int64', (0, 7), (1, 0), (1, 0)), ('committed_leader_epoch', 'int32', (5, 7), (1, 0), (1, 0)), ('metadata', 'string', (0, 7), (0, 7), (1, 0)), ('error_code', 'int16', (0, 7), (1, 0), (1, 0)))
         partition_index: int = 0
         committed_offset: int = 0
         committed_leader_epoch: int = -1
@@ -109,6 +119,8 @@ class OffsetFetchResponse:
     class OffsetFetchResponseTopic:
         """The responses per topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, 7), (1, 0), (1, 0)), ('partitions', '[]OffsetFetchResponsePartition', (0, 7), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartition] = field(default_factory=list)
 
@@ -116,6 +128,8 @@ class OffsetFetchResponse:
     class OffsetFetchResponsePartitions:
         """The responses per partition"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (8, -1), (1, 0), (1, 0)), ('committed_offset', 'int64', (8, -1), (1, 0), (1, 0)), ('committed_leader_epoch', 'int32', (8, -1), (1, 0), (1, 0)), ('metadata', 'string', (8, -1), (8, -1), (1, 0)), ('error_code', 'int16', (8, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         committed_offset: int = 0
         committed_leader_epoch: int = -1
@@ -126,6 +140,8 @@ class OffsetFetchResponse:
     class OffsetFetchResponseTopics:
         """The responses per topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (8, -1), (1, 0), (1, 0)), ('partitions', '[]OffsetFetchResponsePartitions', (8, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = field(default_factory=list)
 
@@ -133,10 +149,14 @@ class OffsetFetchResponse:
     class OffsetFetchResponseGroup:
         """The responses per group id."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (8, -1), (1, 0), (1, 0)), ('topics', '[]OffsetFetchResponseTopics', (8, -1), (1, 0), (1, 0)), ('error_code', 'int16', (8, -1), (1, 0), (1, 0)))
         group_id: str = ''
         topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = field(default_factory=list)
         error_code: int = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (3, -1), (1, 0), (1, 0)), ('topics', '[]OffsetFetchResponseTopic', (0, 7), (1, 0), (1, 0)), ('error_code', 'int16', (2, 7), (1, 0), (1, 0)), ('groups', '[]OffsetFetchResponseGroup', (8, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[OffsetFetchResponse.OffsetFetchResponseTopic] = field(default_factory=list)
     error_code: int = 0

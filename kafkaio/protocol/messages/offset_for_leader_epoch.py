@@ -41,6 +41,8 @@ class OffsetForLeaderEpochRequest:
     class OffsetForLeaderPartition:
         """Each partition to get offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition', 'int32', (0, -1), (1, 0), (1, 0)), ('current_leader_epoch', 'int32', (2, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (0, -1), (1, 0), (1, 0)))
         partition: int = 0
         current_leader_epoch: int = -1
         leader_epoch: int = 0
@@ -49,9 +51,13 @@ class OffsetForLeaderEpochRequest:
     class OffsetForLeaderTopic:
         """Each topic to get offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]OffsetForLeaderPartition', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[OffsetForLeaderEpochRequest.OffsetForLeaderPartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('replica_id', 'int32', (3, -1), (1, 0), (1, 0)), ('topics', '[]OffsetForLeaderTopic', (0, -1), (1, 0), (1, 0)))
     replica_id: int = -2
     topics: list[OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = field(default_factory=list)
 
@@ -89,6 +95,8 @@ class OffsetForLeaderEpochResponse:
     class EpochEndOffset:
         """Each partition in the topic we fetched offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('partition', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (1, -1), (1, 0), (1, 0)), ('end_offset', 'int64', (0, -1), (1, 0), (1, 0)))
         error_code: int = 0
         partition: int = 0
         leader_epoch: int = -1
@@ -98,9 +106,13 @@ class OffsetForLeaderEpochResponse:
     class OffsetForLeaderTopicResult:
         """Each topic we fetched offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]EpochEndOffset', (0, -1), (1, 0), (1, 0)))
         topic: str = ''
         partitions: list[OffsetForLeaderEpochResponse.EpochEndOffset] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (2, -1), (1, 0), (1, 0)), ('topics', '[]OffsetForLeaderTopicResult', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult] = field(default_factory=list)
 

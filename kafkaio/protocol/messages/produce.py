@@ -42,6 +42,8 @@ class ProduceRequest:
     class PartitionProduceData:
         """Each partition to produce to."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('index', 'int32', (0, -1), (1, 0), (1, 0)), ('records', 'records', (0, -1), (0, -1), (1, 0)))
         index: int = 0
         records: Buffer | None = None
 
@@ -49,9 +51,13 @@ class ProduceRequest:
     class TopicProduceData:
         """Each topic to produce to."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partition_data', '[]PartitionProduceData', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partition_data: list[ProduceRequest.PartitionProduceData] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (3, -1), (3, -1), (1, 0)), ('acks', 'int16', (0, -1), (1, 0), (1, 0)), ('timeout_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topic_data', '[]TopicProduceData', (0, -1), (1, 0), (1, 0)))
     transactional_id: str | None = None
     acks: int = 0
     timeout_ms: int = 0
@@ -91,6 +97,8 @@ class ProduceResponse:
     class BatchIndexAndErrorMessage:
         """The batch indices of records that caused the batch to be dropped"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('batch_index', 'int32', (8, -1), (1, 0), (1, 0)), ('batch_index_error_message', 'string', (8, -1), (8, -1), (1, 0)))
         batch_index: int = 0
         batch_index_error_message: str | None = None
 
@@ -98,6 +106,8 @@ class ProduceResponse:
     class LeaderIdAndEpoch:
         """LeaderIdAndEpoch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('leader_id', 'int32', (10, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (10, -1), (1, 0), (1, 0)))
         leader_id: int = -1
         leader_epoch: int = -1
 
@@ -105,6 +115,8 @@ class ProduceResponse:
     class PartitionProduceResponse:
         """Each partition that we produced to within the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('base_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('log_append_time_ms', 'int64', (2, -1), (1, 0), (1, 0)), ('log_start_offset', 'int64', (5, -1), (1, 0), (1, 0)), ('record_errors', '[]BatchIndexAndErrorMessage', (8, -1), (1, 0), (1, 0)), ('error_message', 'string', (8, -1), (8, -1), (1, 0)), ('current_leader', 'LeaderIdAndEpoch', (10, -1), (1, 0), (10, -1)))
         index: int = 0
         error_code: int = 0
         base_offset: int = 0
@@ -118,6 +130,8 @@ class ProduceResponse:
     class TopicProduceResponse:
         """Each produce response"""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partition_responses', '[]PartitionProduceResponse', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partition_responses: list[ProduceResponse.PartitionProduceResponse] = field(default_factory=list)
 
@@ -125,11 +139,15 @@ class ProduceResponse:
     class NodeEndpoint:
         """Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('node_id', 'int32', (10, -1), (1, 0), (1, 0)), ('host', 'string', (10, -1), (1, 0), (1, 0)), ('port', 'int32', (10, -1), (1, 0), (1, 0)), ('rack', 'string', (10, -1), (10, -1), (1, 0)))
         node_id: int = 0
         host: str = ''
         port: int = 0
         rack: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('responses', '[]TopicProduceResponse', (0, -1), (1, 0), (1, 0)), ('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('node_endpoints', '[]NodeEndpoint', (10, -1), (1, 0), (10, -1)))
     responses: list[ProduceResponse.TopicProduceResponse] = field(default_factory=list)
     throttle_time_ms: int = 0
     node_endpoints: list[ProduceResponse.NodeEndpoint] = field(default_factory=list)

@@ -34,6 +34,8 @@ class PushTelemetryRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 0
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('client_instance_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('subscription_id', 'int32', (0, -1), (1, 0), (1, 0)), ('terminating', 'bool', (0, -1), (1, 0), (1, 0)), ('compression_type', 'int8', (0, -1), (1, 0), (1, 0)), ('metrics', 'bytes', (0, -1), (1, 0), (1, 0)))
     client_instance_id: uuid.UUID = _UUID_ZERO
     subscription_id: int = 0
     terminating: bool = False
@@ -70,6 +72,8 @@ class PushTelemetryResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 0
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 0
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
 

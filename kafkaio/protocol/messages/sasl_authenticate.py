@@ -34,6 +34,8 @@ class SaslAuthenticateRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 2
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 2
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('auth_bytes', 'bytes', (0, -1), (1, 0), (1, 0)),)
     auth_bytes: bytes = b''
 
     def encode(self, version: int) -> bytes:
@@ -66,6 +68,8 @@ class SaslAuthenticateResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 2
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 2
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('auth_bytes', 'bytes', (0, -1), (1, 0), (1, 0)), ('session_lifetime_ms', 'int64', (1, -1), (1, 0), (1, 0)))
     error_code: int = 0
     error_message: str | None = ''
     auth_bytes: bytes = b''

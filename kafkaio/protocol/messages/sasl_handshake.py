@@ -33,6 +33,8 @@ class SaslHandshakeRequest:
     MAX_STABLE_VERSION: ClassVar[int] = 1
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('mechanism', 'string', (0, -1), (1, 0), (1, 0)),)
     mechanism: str = ''
 
     def encode(self, version: int) -> bytes:
@@ -65,6 +67,8 @@ class SaslHandshakeResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 1
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('mechanisms', '[]string', (0, -1), (1, 0), (1, 0)))
     error_code: int = 0
     mechanisms: list[str] = field(default_factory=list)
 

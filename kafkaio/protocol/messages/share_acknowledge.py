@@ -41,6 +41,8 @@ class ShareAcknowledgeRequest:
     class AcknowledgementBatch:
         """Record batches to acknowledge."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('first_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('last_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('acknowledge_types', '[]int8', (0, -1), (1, 0), (1, 0)))
         first_offset: int = 0
         last_offset: int = 0
         acknowledge_types: list[int] = field(default_factory=list)
@@ -49,6 +51,8 @@ class ShareAcknowledgeRequest:
     class AcknowledgePartition:
         """The partitions containing records to acknowledge."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('acknowledgement_batches', '[]AcknowledgementBatch', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = field(default_factory=list)
 
@@ -56,9 +60,13 @@ class ShareAcknowledgeRequest:
     class AcknowledgeTopic:
         """The topics containing records to acknowledge."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]AcknowledgePartition', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (0, -1), (1, 0)), ('member_id', 'string', (0, -1), (0, -1), (1, 0)), ('share_session_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]AcknowledgeTopic', (0, -1), (1, 0), (1, 0)))
     group_id: str | None = None
     member_id: str | None = ''
     share_session_epoch: int = 0
@@ -98,6 +106,8 @@ class ShareAcknowledgeResponse:
     class LeaderIdAndEpoch:
         """LeaderIdAndEpoch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('leader_id', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (0, -1), (1, 0), (1, 0)))
         leader_id: int = 0
         leader_epoch: int = 0
 
@@ -105,6 +115,8 @@ class ShareAcknowledgeResponse:
     class PartitionData:
         """The topic partitions."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('current_leader', 'LeaderIdAndEpoch', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
         error_message: str | None = None
@@ -114,6 +126,8 @@ class ShareAcknowledgeResponse:
     class ShareAcknowledgeTopicResponse:
         """The response topics."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]PartitionData', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[ShareAcknowledgeResponse.PartitionData] = field(default_factory=list)
 
@@ -121,11 +135,15 @@ class ShareAcknowledgeResponse:
     class NodeEndpoint:
         """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('node_id', 'int32', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('port', 'int32', (0, -1), (1, 0), (1, 0)), ('rack', 'string', (0, -1), (0, -1), (1, 0)))
         node_id: int = 0
         host: str = ''
         port: int = 0
         rack: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('responses', '[]ShareAcknowledgeTopicResponse', (0, -1), (1, 0), (1, 0)), ('node_endpoints', '[]NodeEndpoint', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None

@@ -44,6 +44,8 @@ class ShareFetchRequest:
     class AcknowledgementBatch:
         """Record batches to acknowledge."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('first_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('last_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('acknowledge_types', '[]int8', (0, -1), (1, 0), (1, 0)))
         first_offset: int = 0
         last_offset: int = 0
         acknowledge_types: list[int] = field(default_factory=list)
@@ -52,6 +54,8 @@ class ShareFetchRequest:
     class FetchPartition:
         """The partitions to fetch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('partition_max_bytes', 'int32', (0, -1), (1, 0), (1, 0)), ('acknowledgement_batches', '[]AcknowledgementBatch', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         partition_max_bytes: int = 0
         acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = field(default_factory=list)
@@ -60,6 +64,8 @@ class ShareFetchRequest:
     class FetchTopic:
         """The topics to fetch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]FetchPartition', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[ShareFetchRequest.FetchPartition] = field(default_factory=list)
 
@@ -67,9 +73,13 @@ class ShareFetchRequest:
     class ForgottenTopic:
         """The partitions to remove from this share session."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]int32', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[int] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (0, -1), (1, 0)), ('member_id', 'string', (0, -1), (0, -1), (1, 0)), ('share_session_epoch', 'int32', (0, -1), (1, 0), (1, 0)), ('max_wait_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('min_bytes', 'int32', (0, -1), (1, 0), (1, 0)), ('max_bytes', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]FetchTopic', (0, -1), (1, 0), (1, 0)), ('forgotten_topics_data', '[]ForgottenTopic', (0, -1), (1, 0), (1, 0)))
     group_id: str | None = None
     member_id: str | None = ''
     share_session_epoch: int = 0
@@ -113,6 +123,8 @@ class ShareFetchResponse:
     class LeaderIdAndEpoch:
         """LeaderIdAndEpoch."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('leader_id', 'int32', (0, -1), (1, 0), (1, 0)), ('leader_epoch', 'int32', (0, -1), (1, 0), (1, 0)))
         leader_id: int = 0
         leader_epoch: int = 0
 
@@ -120,6 +132,8 @@ class ShareFetchResponse:
     class AcquiredRecords:
         """The acquired records."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('first_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('last_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('delivery_count', 'int16', (0, -1), (1, 0), (1, 0)))
         first_offset: int = 0
         last_offset: int = 0
         delivery_count: int = 0
@@ -128,6 +142,8 @@ class ShareFetchResponse:
     class PartitionData:
         """The topic partitions."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('acknowledge_error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('acknowledge_error_message', 'string', (0, -1), (0, -1), (1, 0)), ('current_leader', 'LeaderIdAndEpoch', (0, -1), (1, 0), (1, 0)), ('records', 'records', (0, -1), (0, -1), (1, 0)), ('acquired_records', '[]AcquiredRecords', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
         error_message: str | None = None
@@ -141,6 +157,8 @@ class ShareFetchResponse:
     class ShareFetchableTopicResponse:
         """The response topics."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('topic_id', 'uuid', (0, -1), (1, 0), (1, 0)), ('partitions', '[]PartitionData', (0, -1), (1, 0), (1, 0)))
         topic_id: uuid.UUID = _UUID_ZERO
         partitions: list[ShareFetchResponse.PartitionData] = field(default_factory=list)
 
@@ -148,11 +166,15 @@ class ShareFetchResponse:
     class NodeEndpoint:
         """Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('node_id', 'int32', (0, -1), (1, 0), (1, 0)), ('host', 'string', (0, -1), (1, 0), (1, 0)), ('port', 'int32', (0, -1), (1, 0), (1, 0)), ('rack', 'string', (0, -1), (0, -1), (1, 0)))
         node_id: int = 0
         host: str = ''
         port: int = 0
         rack: str | None = None
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('error_message', 'string', (0, -1), (0, -1), (1, 0)), ('responses', '[]ShareFetchableTopicResponse', (0, -1), (1, 0), (1, 0)), ('node_endpoints', '[]NodeEndpoint', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None

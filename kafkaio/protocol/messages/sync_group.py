@@ -39,9 +39,13 @@ class SyncGroupRequest:
     class SyncGroupRequestAssignment:
         """Each assignment."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('assignment', 'bytes', (0, -1), (1, 0), (1, 0)))
         member_id: str = ''
         assignment: bytes = b''
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('generation_id', 'int32', (0, -1), (1, 0), (1, 0)), ('member_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (3, -1), (3, -1), (1, 0)), ('protocol_type', 'string', (5, -1), (5, -1), (1, 0)), ('protocol_name', 'string', (5, -1), (5, -1), (1, 0)), ('assignments', '[]SyncGroupRequestAssignment', (0, -1), (1, 0), (1, 0)))
     group_id: str = ''
     generation_id: int = 0
     member_id: str = ''
@@ -80,6 +84,8 @@ class SyncGroupResponse:
     MAX_STABLE_VERSION: ClassVar[int] = 5
     FIRST_FLEXIBLE_VERSION: ClassVar[int | None] = 4
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (1, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)), ('protocol_type', 'string', (5, -1), (5, -1), (1, 0)), ('protocol_name', 'string', (5, -1), (5, -1), (1, 0)), ('assignment', 'bytes', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     error_code: int = 0
     protocol_type: str | None = None

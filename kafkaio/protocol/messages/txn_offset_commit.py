@@ -42,6 +42,8 @@ class TxnOffsetCommitRequest:
     class TxnOffsetCommitRequestPartition:
         """The partitions inside the topic that we want to commit offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('committed_offset', 'int64', (0, -1), (1, 0), (1, 0)), ('committed_leader_epoch', 'int32', (2, -1), (1, 0), (1, 0)), ('committed_metadata', 'string', (0, -1), (0, -1), (1, 0)))
         partition_index: int = 0
         committed_offset: int = 0
         committed_leader_epoch: int = -1
@@ -51,9 +53,13 @@ class TxnOffsetCommitRequest:
     class TxnOffsetCommitRequestTopic:
         """Each topic that we want to commit offsets for."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]TxnOffsetCommitRequestPartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('transactional_id', 'string', (0, -1), (1, 0), (1, 0)), ('group_id', 'string', (0, -1), (1, 0), (1, 0)), ('producer_id', 'int64', (0, -1), (1, 0), (1, 0)), ('producer_epoch', 'int16', (0, -1), (1, 0), (1, 0)), ('generation_id', 'int32', (3, -1), (1, 0), (1, 0)), ('member_id', 'string', (3, -1), (1, 0), (1, 0)), ('group_instance_id', 'string', (3, -1), (3, -1), (1, 0)), ('topics', '[]TxnOffsetCommitRequestTopic', (0, -1), (1, 0), (1, 0)))
     transactional_id: str = ''
     group_id: str = ''
     producer_id: int = 0
@@ -97,6 +103,8 @@ class TxnOffsetCommitResponse:
     class TxnOffsetCommitResponsePartition:
         """The responses for each partition in the topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('partition_index', 'int32', (0, -1), (1, 0), (1, 0)), ('error_code', 'int16', (0, -1), (1, 0), (1, 0)))
         partition_index: int = 0
         error_code: int = 0
 
@@ -104,9 +112,13 @@ class TxnOffsetCommitResponse:
     class TxnOffsetCommitResponseTopic:
         """The responses for each topic."""
 
+        # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+        FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('name', 'string', (0, -1), (1, 0), (1, 0)), ('partitions', '[]TxnOffsetCommitResponsePartition', (0, -1), (1, 0), (1, 0)))
         name: str = ''
         partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = field(default_factory=list)
 
+    # (attribute, Kafka type, versions, nullable versions, tagged versions); -1 = open
+    FIELD_SPECS: ClassVar[tuple[tuple[str, str, tuple[int, int], tuple[int, int], tuple[int, int]], ...]] = (('throttle_time_ms', 'int32', (0, -1), (1, 0), (1, 0)), ('topics', '[]TxnOffsetCommitResponseTopic', (0, -1), (1, 0), (1, 0)))
     throttle_time_ms: int = 0
     topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = field(default_factory=list)
 
