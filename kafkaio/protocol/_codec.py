@@ -8,11 +8,11 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from kafkaio.errors import KafkaProtocolError, UnsupportedVersionError
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer: TypeAlias = "bytes | bytearray | memoryview"
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -18,8 +18,8 @@ from kafkaio.protocol._codec import (
 from kafkaio.protocol._codec import struct as _struct
 
 _S0 = _struct.Struct('>qh')
-_S1 = _struct.Struct('>i')
-_S2 = _struct.Struct('>qh?')
+_S1 = _struct.Struct('>qh?')
+_S2 = _struct.Struct('>i')
 _S3 = _struct.Struct('>ih')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
@@ -157,8 +157,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(o: AddPartitionsToTxn
     out += s
     a = o.partitions
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S1.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
     s = o.v3_and_below_transactional_id.encode()
@@ -188,11 +187,8 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(buf: memoryview, pos:
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S1.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
@@ -228,8 +224,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(o: AddPartitionsToTxn
     out += s
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S1.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
@@ -269,11 +264,8 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(buf: memoryview, pos:
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S1.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -339,7 +331,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(o: AddPartition
     s = o.transactional_id.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S2.pack(o.producer_id, o.producer_epoch, o.verify_only)
+    out += _S1.pack(o.producer_id, o.producer_epoch, o.verify_only)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -368,7 +360,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(buf: memoryview
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
+    v_1, v_2, v_3 = _S1.unpack_from(buf, pos)
     pos += 11
     n = buf[pos]
     if n < 128:
@@ -444,7 +436,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_1(o: AddPartitio
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_2(x, out)
 
 def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms)
+    out += _S2.pack(o.throttle_time_ms)
     a = o.results_by_topic_v3_and_below
     out += _I32.pack(len(a))
     for x in a:
@@ -481,7 +473,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_1(buf: memoryvie
     return AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -512,7 +504,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(o: AddPartitio
     out.append(0)
 
 def _e_AddPartitionsToTxnResponse_3(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms)
+    out += _S2.pack(o.throttle_time_ms)
     a = o.results_by_topic_v3_and_below
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -582,7 +574,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(buf: memoryvie
     return AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:

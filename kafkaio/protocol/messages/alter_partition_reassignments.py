@@ -142,8 +142,7 @@ def _e_AlterPartitionReassignmentsRequest_ReassignablePartition_2(o: AlterPartit
         out.append(0)
     else:
         _w_uvarint(len(a) + 1, out)
-        for x in a:
-            out += _S0.pack(x)
+        out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_AlterPartitionReassignmentsRequest_ReassignableTopic_1(o: AlterPartitionReassignmentsRequest.ReassignableTopic, out: bytearray) -> None:
@@ -178,11 +177,8 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_2(buf: memoryvie
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -211,8 +211,7 @@ def _e_ConsumerGroupDescribeResponse_TopicPartitions_4(o: ConsumerGroupDescribeR
     out += s
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S1.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ConsumerGroupDescribeResponse_Assignment_3(o: ConsumerGroupDescribeResponse.Assignment, out: bytearray) -> None:
@@ -324,11 +323,8 @@ def _d_ConsumerGroupDescribeResponse_TopicPartitions_4(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S1.unpack_from(buf, pos)
-            pos += 4
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -140,8 +140,7 @@ def _e_ConsumerGroupHeartbeatRequest_TopicPartitions_1(o: ConsumerGroupHeartbeat
     out += o.topic_id.bytes
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: bytearray) -> None:
@@ -205,11 +204,8 @@ def _d_ConsumerGroupHeartbeatRequest_TopicPartitions_1(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -559,8 +555,7 @@ def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_2(o: ConsumerGroupHeartbea
     out += o.topic_id.bytes
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ConsumerGroupHeartbeatResponse_Assignment_1(o: ConsumerGroupHeartbeatResponse.Assignment, out: bytearray) -> None:
@@ -608,11 +603,8 @@ def _d_ConsumerGroupHeartbeatResponse_TopicPartitions_2(buf: memoryview, pos: in
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -17,7 +17,6 @@ from kafkaio.protocol._codec import (
 )
 from kafkaio.protocol._codec import struct as _struct
 
-_S0 = _struct.Struct('>i')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -74,8 +73,7 @@ def _e_ConsumerProtocolAssignment_TopicPartition_1(o: ConsumerProtocolAssignment
     out += s
     a = o.partitions
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: bytearray) -> None:
     a = o.assigned_partitions
@@ -107,11 +105,8 @@ def _d_ConsumerProtocolAssignment_TopicPartition_1(buf: memoryview, pos: int) ->
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return ConsumerProtocolAssignment.TopicPartition(v_0, v_1), pos
 
 def _d_ConsumerProtocolAssignment_0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:

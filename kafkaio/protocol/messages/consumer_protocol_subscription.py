@@ -124,8 +124,7 @@ def _e_ConsumerProtocolSubscription_TopicPartition_2(o: ConsumerProtocolSubscrip
     out += s
     a = o.partitions
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: bytearray) -> None:
     a = o.topics
@@ -163,11 +162,8 @@ def _d_ConsumerProtocolSubscription_TopicPartition_2(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return ConsumerProtocolSubscription.TopicPartition(v_0, v_1), pos
 
 def _d_ConsumerProtocolSubscription_1(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:

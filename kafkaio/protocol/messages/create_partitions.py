@@ -129,8 +129,7 @@ class CreatePartitionsResponse:
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_2(o: CreatePartitionsRequest.CreatePartitionsAssignment, out: bytearray) -> None:
     a = o.broker_ids
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_CreatePartitionsRequest_CreatePartitionsTopic_1(o: CreatePartitionsRequest.CreatePartitionsTopic, out: bytearray) -> None:
     s = o.name.encode()
@@ -160,11 +159,8 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_2(buf: memoryview, pos
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_0 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_0.append(x)
+        v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return CreatePartitionsRequest.CreatePartitionsAssignment(v_0), pos
 
 def _d_CreatePartitionsRequest_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic, int]:
@@ -214,8 +210,7 @@ def _d_CreatePartitionsRequest_0(buf: memoryview, pos: int) -> tuple[CreateParti
 def _e_CreatePartitionsRequest_CreatePartitionsAssignment_5(o: CreatePartitionsRequest.CreatePartitionsAssignment, out: bytearray) -> None:
     a = o.broker_ids
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_CreatePartitionsRequest_CreatePartitionsTopic_4(o: CreatePartitionsRequest.CreatePartitionsTopic, out: bytearray) -> None:
@@ -252,11 +247,8 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_5(buf: memoryview, pos
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_0 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_0.append(x)
+        v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

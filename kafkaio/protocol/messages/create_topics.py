@@ -161,8 +161,7 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_2(o: CreateTopicsRequest.C
     out += _S1.pack(o.partition_index)
     a = o.broker_ids
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S1.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_CreateTopicsRequest_CreatableTopicConfig_3(o: CreateTopicsRequest.CreatableTopicConfig, out: bytearray) -> None:
     s = o.name.encode()
@@ -206,11 +205,8 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_2(buf: memoryview, pos: in
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S1.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return CreateTopicsRequest.CreatableReplicaAssignment(v_0, v_1), pos
 
 def _d_CreateTopicsRequest_CreatableTopicConfig_3(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopicConfig, int]:
@@ -320,8 +316,7 @@ def _e_CreateTopicsRequest_CreatableReplicaAssignment_7(o: CreateTopicsRequest.C
     out += _S1.pack(o.partition_index)
     a = o.broker_ids
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S1.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_CreateTopicsRequest_CreatableTopicConfig_8(o: CreateTopicsRequest.CreatableTopicConfig, out: bytearray) -> None:
@@ -373,11 +368,8 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_7(buf: memoryview, pos: in
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S1.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -146,8 +146,7 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_1(o: DescribeLogDirsRequest
     out += s
     a = o.partitions
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray) -> None:
     a = o.topics
@@ -176,11 +175,8 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_1(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return DescribeLogDirsRequest.DescribableLogDirTopic(v_0, v_1), pos
 
 def _d_DescribeLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
@@ -204,8 +200,7 @@ def _e_DescribeLogDirsRequest_DescribableLogDirTopic_3(o: DescribeLogDirsRequest
     out += s
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_DescribeLogDirsRequest_2(o: DescribeLogDirsRequest, out: bytearray) -> None:
@@ -244,11 +239,8 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_3(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -144,8 +144,7 @@ def _e_DescribeProducersRequest_TopicRequest_1(o: DescribeProducersRequest.Topic
     out += s
     a = o.partition_indexes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearray) -> None:
@@ -181,11 +180,8 @@ def _d_DescribeProducersRequest_TopicRequest_1(buf: memoryview, pos: int) -> tup
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -283,30 +283,25 @@ def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a = o.replica_nodes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.isr_nodes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.eligible_leader_replicas
     if a is None:
         out.append(0)
     else:
         _w_uvarint(len(a) + 1, out)
-        for x in a:
-            out += _S0.pack(x)
+        out += _struct.pack('>%di' % len(a), *a)
     a = o.last_known_elr
     if a is None:
         out.append(0)
     else:
         _w_uvarint(len(a) + 1, out)
-        for x in a:
-            out += _S0.pack(x)
+        out += _struct.pack('>%di' % len(a), *a)
     a = o.offline_replicas
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_1(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic, out: bytearray) -> None:
@@ -360,11 +355,8 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_4.append(x)
+        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -376,11 +368,8 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_5.append(x)
+        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -392,11 +381,8 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_6.append(x)
+        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -408,11 +394,8 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_7 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_7.append(x)
+        v_7 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -424,11 +407,8 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_8 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_8.append(x)
+        v_8 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -178,8 +178,7 @@ def _e_DescribeTransactionsResponse_TopicData_2(o: DescribeTransactionsResponse.
     out += s
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_DescribeTransactionsResponse_TransactionState_1(o: DescribeTransactionsResponse.TransactionState, out: bytearray) -> None:
@@ -231,11 +230,8 @@ def _d_DescribeTransactionsResponse_TopicData_2(buf: memoryview, pos: int) -> tu
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

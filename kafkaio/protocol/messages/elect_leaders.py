@@ -133,8 +133,7 @@ def _e_ElectLeadersRequest_TopicPartitions_1(o: ElectLeadersRequest.TopicPartiti
     out += s
     a = o.partitions
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray) -> None:
     a = o.topic_partitions
@@ -164,11 +163,8 @@ def _d_ElectLeadersRequest_TopicPartitions_1(buf: memoryview, pos: int) -> tuple
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return ElectLeadersRequest.TopicPartitions(v_0, v_1), pos
 
 def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
@@ -224,8 +220,7 @@ def _e_ElectLeadersRequest_TopicPartitions_4(o: ElectLeadersRequest.TopicPartiti
     out += s
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ElectLeadersRequest_3(o: ElectLeadersRequest, out: bytearray) -> None:
@@ -266,11 +261,8 @@ def _d_ElectLeadersRequest_TopicPartitions_4(buf: memoryview, pos: int) -> tuple
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -23,12 +23,12 @@ _S2 = _struct.Struct('>iiii')
 _S3 = _struct.Struct('>iiiib')
 _S4 = _struct.Struct('>iqqi')
 _S5 = _struct.Struct('>iiiibii')
-_S6 = _struct.Struct('>i')
-_S7 = _struct.Struct('>iiqqi')
-_S8 = _struct.Struct('>iiqiqi')
-_S9 = _struct.Struct('>iiibii')
-_S10 = _struct.Struct('>iq')
-_S11 = _struct.Struct('>ihq')
+_S6 = _struct.Struct('>iiqqi')
+_S7 = _struct.Struct('>iiqiqi')
+_S8 = _struct.Struct('>iiibii')
+_S9 = _struct.Struct('>iq')
+_S10 = _struct.Struct('>ihq')
+_S11 = _struct.Struct('>i')
 _S12 = _struct.Struct('>ihqq')
 _S13 = _struct.Struct('>qq')
 _S14 = _struct.Struct('>ihqqq')
@@ -429,8 +429,7 @@ def _e_FetchRequest_ForgottenTopic_9(o: FetchRequest.ForgottenTopic, out: bytear
     out += s
     a = o.partitions
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S6.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_FetchRequest_8(o: FetchRequest, out: bytearray) -> None:
     out += _S5.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -461,11 +460,8 @@ def _d_FetchRequest_ForgottenTopic_9(buf: memoryview, pos: int) -> tuple[FetchRe
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S6.unpack_from(buf, pos)
-            pos += 4
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return FetchRequest.ForgottenTopic(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -498,7 +494,7 @@ def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(None, v_1, FetchRequest.ReplicaState(), v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, ''), pos
 
 def _e_FetchRequest_FetchPartition_12(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
+    out += _S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 def _e_FetchRequest_FetchTopic_11(o: FetchRequest.FetchTopic, out: bytearray) -> None:
     s = o.topic.encode()
@@ -521,7 +517,7 @@ def _e_FetchRequest_10(o: FetchRequest, out: bytearray) -> None:
         _e_FetchRequest_ForgottenTopic_9(x, out)
 
 def _d_FetchRequest_FetchPartition_12(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
-    v_0, v_1, v_2, v_4, v_5 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_4, v_5 = _S6.unpack_from(buf, pos)
     pos += 28
     return FetchRequest.FetchPartition(v_0, v_1, v_2, -1, v_4, v_5, _UUID_ZERO), pos
 
@@ -633,7 +629,7 @@ def _d_FetchRequest_13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(None, v_1, FetchRequest.ReplicaState(), v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchRequest_FetchPartition_16(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S8.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    out += _S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     out.append(0)
 
 def _e_FetchRequest_FetchTopic_15(o: FetchRequest.FetchTopic, out: bytearray) -> None:
@@ -652,8 +648,7 @@ def _e_FetchRequest_ForgottenTopic_17(o: FetchRequest.ForgottenTopic, out: bytea
     out += s
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S6.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_FetchRequest_14(o: FetchRequest, out: bytearray) -> None:
@@ -682,7 +677,7 @@ def _e_FetchRequest_14(o: FetchRequest, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchRequest_FetchPartition_16(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
-    v_0, v_1, v_2, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 32
     n = buf[pos]
     if n < 128:
@@ -769,11 +764,8 @@ def _d_FetchRequest_ForgottenTopic_17(buf: memoryview, pos: int) -> tuple[FetchR
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S6.unpack_from(buf, pos)
-            pos += 4
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -879,8 +871,7 @@ def _e_FetchRequest_ForgottenTopic_20(o: FetchRequest.ForgottenTopic, out: bytea
     out += o.topic_id.bytes
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S6.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_FetchRequest_18(o: FetchRequest, out: bytearray) -> None:
@@ -959,11 +950,8 @@ def _d_FetchRequest_ForgottenTopic_20(buf: memoryview, pos: int) -> tuple[FetchR
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S6.unpack_from(buf, pos)
-            pos += 4
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -1058,11 +1046,11 @@ def _d_FetchRequest_18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(v_0, v_1, FetchRequest.ReplicaState(), v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchRequest_ReplicaState_22(o: FetchRequest.ReplicaState, out: bytearray) -> None:
-    out += _S10.pack(o.replica_id, o.replica_epoch)
+    out += _S9.pack(o.replica_id, o.replica_epoch)
     out.append(0)
 
 def _e_FetchRequest_21(o: FetchRequest, out: bytearray) -> None:
-    out += _S9.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1091,7 +1079,7 @@ def _e_FetchRequest_21(o: FetchRequest, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchRequest_ReplicaState_22(buf: memoryview, pos: int) -> tuple[FetchRequest.ReplicaState, int]:
-    v_0, v_1 = _S10.unpack_from(buf, pos)
+    v_0, v_1 = _S9.unpack_from(buf, pos)
     pos += 12
     n = buf[pos]
     if n < 128:
@@ -1108,7 +1096,7 @@ def _d_FetchRequest_ReplicaState_22(buf: memoryview, pos: int) -> tuple[FetchReq
     return FetchRequest.ReplicaState(v_0, v_1), pos
 
 def _d_FetchRequest_21(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
-    v_3, v_4, v_5, v_6, v_7, v_8 = _S9.unpack_from(buf, pos)
+    v_3, v_4, v_5, v_6, v_7, v_8 = _S8.unpack_from(buf, pos)
     pos += 21
     n = buf[pos]
     if n < 128:
@@ -1190,7 +1178,7 @@ def _d_FetchRequest_21(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(v_0, -1, v_2, v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchRequest_FetchPartition_25(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S8.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    out += _S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     tags: list[tuple[int, bytearray]] = []
     if o.replica_directory_id != _UUID_ZERO:
         t = bytearray()
@@ -1207,7 +1195,7 @@ def _e_FetchRequest_FetchTopic_24(o: FetchRequest.FetchTopic, out: bytearray) ->
     out.append(0)
 
 def _e_FetchRequest_23(o: FetchRequest, out: bytearray) -> None:
-    out += _S9.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1236,7 +1224,7 @@ def _e_FetchRequest_23(o: FetchRequest, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchRequest_FetchPartition_25(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
-    v_0, v_1, v_2, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 32
     v_6 = _UUID_ZERO
     n = buf[pos]
@@ -1294,7 +1282,7 @@ def _d_FetchRequest_FetchTopic_24(buf: memoryview, pos: int) -> tuple[FetchReque
     return FetchRequest.FetchTopic('', v_1, v_2), pos
 
 def _d_FetchRequest_23(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
-    v_3, v_4, v_5, v_6, v_7, v_8 = _S9.unpack_from(buf, pos)
+    v_3, v_4, v_5, v_6, v_7, v_8 = _S8.unpack_from(buf, pos)
     pos += 21
     n = buf[pos]
     if n < 128:
@@ -1376,7 +1364,7 @@ def _d_FetchRequest_23(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(v_0, -1, v_2, v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchResponse_PartitionData_2(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S11.pack(o.partition_index, o.error_code, o.high_watermark)
+    out += _S10.pack(o.partition_index, o.error_code, o.high_watermark)
     if o.records is None:
         out += _NULL32
     else:
@@ -1400,7 +1388,7 @@ def _e_FetchResponse_0(o: FetchResponse, out: bytearray) -> None:
         _e_FetchResponse_FetchableTopicResponse_1(x, out)
 
 def _d_FetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
-    v_0, v_1, v_2 = _S11.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S10.unpack_from(buf, pos)
     pos += 14
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1455,14 +1443,14 @@ def _d_FetchResponse_0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(0, 0, 0, v_3, []), pos
 
 def _e_FetchResponse_3(o: FetchResponse, out: bytearray) -> None:
-    out += _S6.pack(o.throttle_time_ms)
+    out += _S11.pack(o.throttle_time_ms)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
         _e_FetchResponse_FetchableTopicResponse_1(x, out)
 
 def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, = _S6.unpack_from(buf, pos)
+    v_0, = _S11.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1507,7 +1495,7 @@ def _e_FetchResponse_FetchableTopicResponse_5(o: FetchResponse.FetchableTopicRes
         _e_FetchResponse_PartitionData_6(x, out)
 
 def _e_FetchResponse_4(o: FetchResponse, out: bytearray) -> None:
-    out += _S6.pack(o.throttle_time_ms)
+    out += _S11.pack(o.throttle_time_ms)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
@@ -1571,7 +1559,7 @@ def _d_FetchResponse_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tupl
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, = _S6.unpack_from(buf, pos)
+    v_0, = _S11.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1613,7 +1601,7 @@ def _e_FetchResponse_FetchableTopicResponse_9(o: FetchResponse.FetchableTopicRes
         _e_FetchResponse_PartitionData_10(x, out)
 
 def _e_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
-    out += _S6.pack(o.throttle_time_ms)
+    out += _S11.pack(o.throttle_time_ms)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
@@ -1672,7 +1660,7 @@ def _d_FetchResponse_FetchableTopicResponse_9(buf: memoryview, pos: int) -> tupl
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, = _S6.unpack_from(buf, pos)
+    v_0, = _S11.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1721,7 +1709,7 @@ def _e_FetchResponse_PartitionData_14(o: FetchResponse.PartitionData, out: bytea
         out += _I32.pack(len(a))
         for x in a:
             _e_FetchResponse_AbortedTransaction_7(x, out)
-    out += _S6.pack(o.preferred_read_replica)
+    out += _S11.pack(o.preferred_read_replica)
     if o.records is None:
         out += _NULL32
     else:
@@ -1760,7 +1748,7 @@ def _d_FetchResponse_PartitionData_14(buf: memoryview, pos: int) -> tuple[FetchR
         for _ in range(n):
             x, pos = _d_FetchResponse_AbortedTransaction_7(buf, pos)
             ap(x)
-    v_9, = _S6.unpack_from(buf, pos)
+    v_9, = _S11.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1821,7 +1809,7 @@ def _e_FetchResponse_AbortedTransaction_18(o: FetchResponse.AbortedTransaction, 
     out.append(0)
 
 def _e_FetchResponse_EpochEndOffset_19(o: FetchResponse.EpochEndOffset, out: bytearray) -> None:
-    out += _S10.pack(o.epoch, o.end_offset)
+    out += _S9.pack(o.epoch, o.end_offset)
     out.append(0)
 
 def _e_FetchResponse_LeaderIdAndEpoch_20(o: FetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
@@ -1841,7 +1829,7 @@ def _e_FetchResponse_PartitionData_17(o: FetchResponse.PartitionData, out: bytea
         _w_uvarint(len(a) + 1, out)
         for x in a:
             _e_FetchResponse_AbortedTransaction_18(x, out)
-    out += _S6.pack(o.preferred_read_replica)
+    out += _S11.pack(o.preferred_read_replica)
     if o.records is None:
         out.append(0)
     else:
@@ -1899,7 +1887,7 @@ def _d_FetchResponse_AbortedTransaction_18(buf: memoryview, pos: int) -> tuple[F
     return FetchResponse.AbortedTransaction(v_0, v_1), pos
 
 def _d_FetchResponse_EpochEndOffset_19(buf: memoryview, pos: int) -> tuple[FetchResponse.EpochEndOffset, int]:
-    v_0, v_1 = _S10.unpack_from(buf, pos)
+    v_0, v_1 = _S9.unpack_from(buf, pos)
     pos += 12
     n = buf[pos]
     if n < 128:
@@ -1968,7 +1956,7 @@ def _d_FetchResponse_PartitionData_17(buf: memoryview, pos: int) -> tuple[FetchR
         for _ in range(n):
             x, pos = _d_FetchResponse_AbortedTransaction_18(buf, pos)
             ap(x)
-    v_9, = _S6.unpack_from(buf, pos)
+    v_9, = _S11.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -2170,11 +2158,11 @@ def _d_FetchResponse_22(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, v_1, v_2, v_3, []), pos
 
 def _e_FetchResponse_NodeEndpoint_25(o: FetchResponse.NodeEndpoint, out: bytearray) -> None:
-    out += _S6.pack(o.node_id)
+    out += _S11.pack(o.node_id)
     s = o.host.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S6.pack(o.port)
+    out += _S11.pack(o.port)
     if o.rack is None:
         out.append(0)
     else:
@@ -2200,7 +2188,7 @@ def _e_FetchResponse_24(o: FetchResponse, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchResponse_NodeEndpoint_25(buf: memoryview, pos: int) -> tuple[FetchResponse.NodeEndpoint, int]:
-    v_0, = _S6.unpack_from(buf, pos)
+    v_0, = _S11.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -2216,7 +2204,7 @@ def _d_FetchResponse_NodeEndpoint_25(buf: memoryview, pos: int) -> tuple[FetchRe
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S6.unpack_from(buf, pos)
+    v_2, = _S11.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:

@@ -19,8 +19,7 @@ from kafkaio.protocol._codec import struct as _struct
 
 _S0 = _struct.Struct('>ih')
 _S1 = _struct.Struct('>i')
-_S2 = _struct.Struct('>b')
-_S3 = _struct.Struct('>ii?')
+_S2 = _struct.Struct('>ii?')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -133,9 +132,8 @@ def _e_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse,
     out += _S1.pack(o.subscription_id)
     a = o.accepted_compression_types
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S2.pack(x)
-    out += _S3.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
+    out += _struct.pack('>%db' % len(a), *a)
+    out += _S2.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
     a = o.requested_metrics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -164,12 +162,9 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf: memoryview, pos: int) -> tuple[G
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = []
-        for _ in range(n):
-            x, = _S2.unpack_from(buf, pos)
-            pos += 1
-            v_4.append(x)
-    v_5, v_6, v_7 = _S3.unpack_from(buf, pos)
+        v_4 = list(_struct.unpack_from('>%db' % n, buf, pos))
+        pos += n
+    v_5, v_6, v_7 = _S2.unpack_from(buf, pos)
     pos += 9
     n = buf[pos]
     if n < 128:

@@ -23,9 +23,8 @@ _S2 = _struct.Struct('>iq')
 _S3 = _struct.Struct('>ib')
 _S4 = _struct.Struct('>iiq')
 _S5 = _struct.Struct('>ih')
-_S6 = _struct.Struct('>q')
-_S7 = _struct.Struct('>ihqq')
-_S8 = _struct.Struct('>ihqqi')
+_S6 = _struct.Struct('>ihqq')
+_S7 = _struct.Struct('>ihqqi')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -534,8 +533,7 @@ def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_2(o: ListOffsetsResponse
     out += _S5.pack(o.partition_index, o.error_code)
     a = o.old_style_offsets
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S6.pack(x)
+    out += _struct.pack('>%dq' % len(a), *a)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_1(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
     s = o.name.encode()
@@ -562,11 +560,8 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_2(buf: memoryview, pos: 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S6.unpack_from(buf, pos)
-            pos += 8
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%dq' % n, buf, pos))
+        pos += 8 * n
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, v_2, -1, -1, -1), pos
 
 def _d_ListOffsetsResponse_ListOffsetsTopicResponse_1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
@@ -610,7 +605,7 @@ def _d_ListOffsetsResponse_0(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return ListOffsetsResponse(0, v_1), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_5(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S6.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_4(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
     s = o.name.encode()
@@ -628,7 +623,7 @@ def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray) -> None:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_4(x, out)
 
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_5(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
-    v_0, v_1, v_3, v_4 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_3, v_4 = _S6.unpack_from(buf, pos)
     pos += 22
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, [], v_3, v_4, -1), pos
 
@@ -697,7 +692,7 @@ def _d_ListOffsetsResponse_6(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return ListOffsetsResponse(v_0, v_1), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_9(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S8.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_8(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
     s = o.name.encode()
@@ -716,7 +711,7 @@ def _e_ListOffsetsResponse_7(o: ListOffsetsResponse, out: bytearray) -> None:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_8(x, out)
 
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_9(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
-    v_0, v_1, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
+    v_0, v_1, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 26
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, [], v_3, v_4, v_5), pos
 
@@ -763,7 +758,7 @@ def _d_ListOffsetsResponse_7(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return ListOffsetsResponse(v_0, v_1), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_12(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S8.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     out.append(0)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_11(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
@@ -785,7 +780,7 @@ def _e_ListOffsetsResponse_10(o: ListOffsetsResponse, out: bytearray) -> None:
     out.append(0)
 
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_12(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
-    v_0, v_1, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
+    v_0, v_1, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 26
     n = buf[pos]
     if n < 128:

@@ -133,8 +133,7 @@ def _e_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_1(o: L
     out += s
     a = o.partition_indexes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest, out: bytearray) -> None:
@@ -174,11 +173,8 @@ def _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_1(buf:
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -230,16 +226,13 @@ def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(o: List
     out += _S0.pack(o.partition_index)
     a = o.replicas
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.adding_replicas
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.removing_replicas
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ListPartitionReassignmentsResponse_OngoingTopicReassignment_1(o: ListPartitionReassignmentsResponse.OngoingTopicReassignment, out: bytearray) -> None:
@@ -280,11 +273,8 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(buf: me
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -296,11 +286,8 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(buf: me
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -312,11 +299,8 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(buf: me
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_3 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_3.append(x)
+        v_3 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -118,8 +118,7 @@ def _e_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray) -> 
         out += s
     a = o.producer_id_filters
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%dq' % len(a), *a)
     out.append(0)
 
 def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -162,11 +161,8 @@ def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransac
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 8
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
+        pos += 8 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -190,8 +186,7 @@ def _e_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray) -> 
         out += s
     a = o.producer_id_filters
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%dq' % len(a), *a)
     out += _S0.pack(o.duration_filter)
     out.append(0)
 
@@ -235,11 +230,8 @@ def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransac
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 8
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
+        pos += 8 * n
     v_2, = _S0.unpack_from(buf, pos)
     pos += 8
     n = buf[pos]

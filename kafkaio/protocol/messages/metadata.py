@@ -492,12 +492,10 @@ def _e_MetadataResponse_MetadataResponsePartition_3(o: MetadataResponse.Metadata
     out += _S5.pack(o.error_code, o.partition_index, o.leader_id)
     a = o.replica_nodes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.isr_nodes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_MetadataResponse_MetadataResponseTopic_2(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S4.pack(o.error_code)
@@ -546,11 +544,8 @@ def _d_MetadataResponse_MetadataResponsePartition_3(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_4.append(x)
+        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -558,11 +553,8 @@ def _d_MetadataResponse_MetadataResponsePartition_3(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_5.append(x)
+        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, -1, v_4, v_5, []), pos
 
 def _d_MetadataResponse_MetadataResponseTopic_2(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -858,16 +850,13 @@ def _e_MetadataResponse_MetadataResponsePartition_11(o: MetadataResponse.Metadat
     out += _S5.pack(o.error_code, o.partition_index, o.leader_id)
     a = o.replica_nodes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.isr_nodes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.offline_replicas
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_MetadataResponse_MetadataResponseTopic_10(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S4.pack(o.error_code)
@@ -908,11 +897,8 @@ def _d_MetadataResponse_MetadataResponsePartition_11(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_4.append(x)
+        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -920,11 +906,8 @@ def _d_MetadataResponse_MetadataResponsePartition_11(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_5.append(x)
+        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -932,11 +915,8 @@ def _d_MetadataResponse_MetadataResponsePartition_11(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_6.append(x)
+        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, -1, v_4, v_5, v_6), pos
 
 def _d_MetadataResponse_MetadataResponseTopic_10(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -1013,16 +993,13 @@ def _e_MetadataResponse_MetadataResponsePartition_14(o: MetadataResponse.Metadat
     out += _S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a = o.replica_nodes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.isr_nodes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.offline_replicas
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_MetadataResponse_MetadataResponseTopic_13(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S4.pack(o.error_code)
@@ -1063,11 +1040,8 @@ def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_4.append(x)
+        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -1075,11 +1049,8 @@ def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_5.append(x)
+        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -1087,11 +1058,8 @@ def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_6.append(x)
+        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _d_MetadataResponse_MetadataResponseTopic_13(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -1287,16 +1255,13 @@ def _e_MetadataResponse_MetadataResponsePartition_20(o: MetadataResponse.Metadat
     out += _S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a = o.replica_nodes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.isr_nodes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     a = o.offline_replicas
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_MetadataResponse_MetadataResponseTopic_19(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
@@ -1393,11 +1358,8 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_4.append(x)
+        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -1409,11 +1371,8 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_5.append(x)
+        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -1425,11 +1384,8 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 4
-            v_6.append(x)
+        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -17,8 +17,8 @@ from kafkaio.protocol._codec import (
 )
 from kafkaio.protocol._codec import struct as _struct
 
-_S0 = _struct.Struct('>i')
-_S1 = _struct.Struct('>?')
+_S0 = _struct.Struct('>?')
+_S1 = _struct.Struct('>i')
 _S2 = _struct.Struct('>iq')
 _S3 = _struct.Struct('>h')
 _S4 = _struct.Struct('>iqi')
@@ -190,8 +190,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_1(o: OffsetFetchRequest.Offset
     out += s
     a = o.partition_indexes
     out += _I32.pack(len(a))
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
 
 def _e_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray) -> None:
     s = o.group_id.encode()
@@ -220,11 +219,8 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     return OffsetFetchRequest.OffsetFetchRequestTopic(v_0, v_1), pos
 
 def _d_OffsetFetchRequest_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -295,8 +291,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopic_4(o: OffsetFetchRequest.Offset
     out += s
     a = o.partition_indexes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -338,11 +333,8 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_4(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -413,7 +405,7 @@ def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray) -> None:
         _w_uvarint(len(a) + 1, out)
         for x in a:
             _e_OffsetFetchRequest_OffsetFetchRequestTopic_4(x, out)
-    out += _S1.pack(o.require_stable)
+    out += _S0.pack(o.require_stable)
     out.append(0)
 
 def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -447,7 +439,7 @@ def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_4(buf, pos)
             ap(x)
-    v_3, = _S1.unpack_from(buf, pos)
+    v_3, = _S0.unpack_from(buf, pos)
     pos += 1
     n = buf[pos]
     if n < 128:
@@ -469,8 +461,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestTopics_8(o: OffsetFetchRequest.Offse
     out += s
     a = o.partition_indexes
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_OffsetFetchRequest_OffsetFetchRequestGroup_7(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: bytearray) -> None:
@@ -491,7 +482,7 @@ def _e_OffsetFetchRequest_6(o: OffsetFetchRequest, out: bytearray) -> None:
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_7(x, out)
-    out += _S1.pack(o.require_stable)
+    out += _S0.pack(o.require_stable)
     out.append(0)
 
 def _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopics, int]:
@@ -520,11 +511,8 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -601,7 +589,7 @@ def _d_OffsetFetchRequest_6(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_7(buf, pos)
             ap(x)
-    v_3, = _S1.unpack_from(buf, pos)
+    v_3, = _S0.unpack_from(buf, pos)
     pos += 1
     n = buf[pos]
     if n < 128:
@@ -627,7 +615,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_10(o: OffsetFetchRequest.Offse
         s = o.member_id.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S0.pack(o.member_epoch)
+    out += _S1.pack(o.member_epoch)
     a = o.topics
     if a is None:
         out.append(0)
@@ -642,7 +630,7 @@ def _e_OffsetFetchRequest_9(o: OffsetFetchRequest, out: bytearray) -> None:
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_10(x, out)
-    out += _S1.pack(o.require_stable)
+    out += _S0.pack(o.require_stable)
     out.append(0)
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
@@ -674,7 +662,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf: memoryview, pos: int) 
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S0.unpack_from(buf, pos)
+    v_2, = _S1.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -723,7 +711,7 @@ def _d_OffsetFetchRequest_9(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf, pos)
             ap(x)
-    v_3, = _S1.unpack_from(buf, pos)
+    v_3, = _S0.unpack_from(buf, pos)
     pos += 1
     n = buf[pos]
     if n < 128:
@@ -846,7 +834,7 @@ def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return OffsetFetchResponse(0, v_1, v_2, []), pos
 
 def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.topics
     out += _I32.pack(len(a))
     for x in a:
@@ -854,7 +842,7 @@ def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray) -> None:
     out += _S3.pack(o.error_code)
 
 def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -892,7 +880,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_6(o: OffsetFetchResponse.Off
         _e_OffsetFetchResponse_OffsetFetchResponsePartition_7(x, out)
 
 def _e_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.topics
     out += _I32.pack(len(a))
     for x in a:
@@ -942,7 +930,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_6(buf: memoryview, pos: int)
     return OffsetFetchResponse.OffsetFetchResponseTopic(v_0, v_1), pos
 
 def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -982,7 +970,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_9(o: OffsetFetchResponse.Off
     out.append(0)
 
 def _e_OffsetFetchResponse_8(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1069,7 +1057,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_9(buf: memoryview, pos: int)
     return OffsetFetchResponse.OffsetFetchResponseTopic(v_0, v_1), pos
 
 def _d_OffsetFetchResponse_8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -1136,7 +1124,7 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_12(o: OffsetFetchResponse.Of
     out.append(0)
 
 def _e_OffsetFetchResponse_11(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.groups
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1269,7 +1257,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_12(buf: memoryview, pos: int
     return OffsetFetchResponse.OffsetFetchResponseGroup(v_0, v_1, v_2), pos
 
 def _d_OffsetFetchResponse_11(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:

@@ -19,9 +19,8 @@ from kafkaio.protocol._codec import struct as _struct
 
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>qq')
-_S2 = _struct.Struct('>b')
-_S3 = _struct.Struct('>ih')
-_S4 = _struct.Struct('>ii')
+_S2 = _struct.Struct('>ih')
+_S3 = _struct.Struct('>ii')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -176,8 +175,7 @@ def _e_ShareAcknowledgeRequest_AcknowledgementBatch_3(o: ShareAcknowledgeRequest
     out += _S1.pack(o.first_offset, o.last_offset)
     a = o.acknowledge_types
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S2.pack(x)
+    out += _struct.pack('>%db' % len(a), *a)
     out.append(0)
 
 def _e_ShareAcknowledgeRequest_AcknowledgePartition_2(o: ShareAcknowledgeRequest.AcknowledgePartition, out: bytearray) -> None:
@@ -230,11 +228,8 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_3(buf: memoryview, pos: int)
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S2.unpack_from(buf, pos)
-            pos += 1
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
+        pos += n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -379,11 +374,11 @@ def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknow
     return ShareAcknowledgeRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S4.pack(o.leader_id, o.leader_epoch)
+    out += _S3.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 def _e_ShareAcknowledgeResponse_PartitionData_2(o: ShareAcknowledgeResponse.PartitionData, out: bytearray) -> None:
-    out += _S3.pack(o.partition_index, o.error_code)
+    out += _S2.pack(o.partition_index, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -416,7 +411,7 @@ def _e_ShareAcknowledgeResponse_NodeEndpoint_4(o: ShareAcknowledgeResponse.NodeE
     out.append(0)
 
 def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray) -> None:
-    out += _S3.pack(o.throttle_time_ms, o.error_code)
+    out += _S2.pack(o.throttle_time_ms, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -434,7 +429,7 @@ def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray) -
     out.append(0)
 
 def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.LeaderIdAndEpoch, int]:
-    v_0, v_1 = _S4.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 8
     n = buf[pos]
     if n < 128:
@@ -451,7 +446,7 @@ def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) ->
     return ShareAcknowledgeResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ShareAcknowledgeResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.PartitionData, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -565,7 +560,7 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_4(buf: memoryview, pos: int) -> tup
     return ShareAcknowledgeResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

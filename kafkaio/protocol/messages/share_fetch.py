@@ -20,11 +20,10 @@ from kafkaio.protocol._codec import struct as _struct
 _S0 = _struct.Struct('>iiii')
 _S1 = _struct.Struct('>ii')
 _S2 = _struct.Struct('>qq')
-_S3 = _struct.Struct('>b')
-_S4 = _struct.Struct('>i')
-_S5 = _struct.Struct('>ih')
-_S6 = _struct.Struct('>h')
-_S7 = _struct.Struct('>qqh')
+_S3 = _struct.Struct('>ih')
+_S4 = _struct.Struct('>h')
+_S5 = _struct.Struct('>qqh')
+_S6 = _struct.Struct('>i')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -207,8 +206,7 @@ def _e_ShareFetchRequest_AcknowledgementBatch_3(o: ShareFetchRequest.Acknowledge
     out += _S2.pack(o.first_offset, o.last_offset)
     a = o.acknowledge_types
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S3.pack(x)
+    out += _struct.pack('>%db' % len(a), *a)
     out.append(0)
 
 def _e_ShareFetchRequest_FetchPartition_2(o: ShareFetchRequest.FetchPartition, out: bytearray) -> None:
@@ -231,8 +229,7 @@ def _e_ShareFetchRequest_ForgottenTopic_4(o: ShareFetchRequest.ForgottenTopic, o
     out += o.topic_id.bytes
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S4.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray) -> None:
@@ -273,11 +270,8 @@ def _d_ShareFetchRequest_AcknowledgementBatch_3(buf: memoryview, pos: int) -> tu
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = []
-        for _ in range(n):
-            x, = _S3.unpack_from(buf, pos)
-            pos += 1
-            v_2.append(x)
+        v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
+        pos += n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -376,11 +370,8 @@ def _d_ShareFetchRequest_ForgottenTopic_4(buf: memoryview, pos: int) -> tuple[Sh
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S4.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1
@@ -477,18 +468,18 @@ def _e_ShareFetchResponse_LeaderIdAndEpoch_3(o: ShareFetchResponse.LeaderIdAndEp
     out.append(0)
 
 def _e_ShareFetchResponse_AcquiredRecords_4(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S7.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S5.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 def _e_ShareFetchResponse_PartitionData_2(o: ShareFetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S5.pack(o.partition_index, o.error_code)
+    out += _S3.pack(o.partition_index, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
         s = o.error_message.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S6.pack(o.acknowledge_error_code)
+    out += _S4.pack(o.acknowledge_error_code)
     if o.acknowledge_error_message is None:
         out.append(0)
     else:
@@ -517,11 +508,11 @@ def _e_ShareFetchResponse_ShareFetchableTopicResponse_1(o: ShareFetchResponse.Sh
     out.append(0)
 
 def _e_ShareFetchResponse_NodeEndpoint_5(o: ShareFetchResponse.NodeEndpoint, out: bytearray) -> None:
-    out += _S4.pack(o.node_id)
+    out += _S6.pack(o.node_id)
     s = o.host.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S4.pack(o.port)
+    out += _S6.pack(o.port)
     if o.rack is None:
         out.append(0)
     else:
@@ -531,7 +522,7 @@ def _e_ShareFetchResponse_NodeEndpoint_5(o: ShareFetchResponse.NodeEndpoint, out
     out.append(0)
 
 def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
-    out += _S5.pack(o.throttle_time_ms, o.error_code)
+    out += _S3.pack(o.throttle_time_ms, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -566,7 +557,7 @@ def _d_ShareFetchResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) -> tuple
     return ShareFetchResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ShareFetchResponse_AcquiredRecords_4(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.AcquiredRecords, int]:
-    v_0, v_1, v_2 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S5.unpack_from(buf, pos)
     pos += 18
     n = buf[pos]
     if n < 128:
@@ -583,7 +574,7 @@ def _d_ShareFetchResponse_AcquiredRecords_4(buf: memoryview, pos: int) -> tuple[
     return ShareFetchResponse.AcquiredRecords(v_0, v_1, v_2), pos
 
 def _d_ShareFetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.PartitionData, int]:
-    v_0, v_1 = _S5.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -599,7 +590,7 @@ def _d_ShareFetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[Sh
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_3, = _S6.unpack_from(buf, pos)
+    v_3, = _S4.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:
@@ -696,7 +687,7 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_1(buf: memoryview, pos: in
     return ShareFetchResponse.ShareFetchableTopicResponse(v_0, v_1), pos
 
 def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.NodeEndpoint, int]:
-    v_0, = _S4.unpack_from(buf, pos)
+    v_0, = _S6.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -712,7 +703,7 @@ def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[Sha
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S4.unpack_from(buf, pos)
+    v_2, = _S6.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -743,7 +734,7 @@ def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[Sha
     return ShareFetchResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
-    v_0, v_1 = _S5.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

@@ -238,8 +238,7 @@ def _e_ShareGroupHeartbeatResponse_TopicPartitions_2(o: ShareGroupHeartbeatRespo
     out += o.topic_id.bytes
     a = o.partitions
     _w_uvarint(len(a) + 1, out)
-    for x in a:
-        out += _S0.pack(x)
+    out += _struct.pack('>%di' % len(a), *a)
     out.append(0)
 
 def _e_ShareGroupHeartbeatResponse_Assignment_1(o: ShareGroupHeartbeatResponse.Assignment, out: bytearray) -> None:
@@ -287,11 +286,8 @@ def _d_ShareGroupHeartbeatResponse_TopicPartitions_2(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = []
-        for _ in range(n):
-            x, = _S0.unpack_from(buf, pos)
-            pos += 4
-            v_1.append(x)
+        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        pos += 4 * n
     n = buf[pos]
     if n < 128:
         pos += 1

@@ -1,0 +1,1 @@
+"""Benchmarks of kafkaio hot paths; run with ``python -m benchmarks``."""

@@ -1,0 +1,194 @@
+"""Decoding of legacy message sets (magic 0 and 1), as old brokers and topics still serve them.
+
+Each top-level message (or compressed wrapper with its inner messages) becomes one
+LegacyRecordBatch exposing the same attributes as a v2 RecordBatch.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kafkaio.errors import CorruptRecordError
+from kafkaio.records.compression import Compression, decompress
+from kafkaio.records.record import Record
+
+__all__ = ["LegacyRecordBatch", "decode_legacy_batch"]
+
+_PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_TIMESTAMP = struct.Struct(">q")
+_LENGTH = struct.Struct(">i")
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+_LOG_OVERHEAD = 12
+_CRC_START = 16  # the CRC covers magic .. end of message
+
+
+@dataclass(slots=True, eq=False)
+class LegacyRecordBatch:
+    """One top-level magic 0/1 message: a single record, or a compressed wrapper of many."""
+
+    base_offset: int
+    last_offset: int
+    magic: int
+    crc: int
+    attributes: int
+    first_timestamp: int
+    max_timestamp: int
+    size_in_bytes: int
+    topic: str | None
+    partition: int | None
+    decoded: list[Record] = field(default_factory=list, repr=False)
+
+    partition_leader_epoch: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    is_transactional: bool = False
+    is_control: bool = False
+
+    @property
+    def record_count(self) -> int:
+        return len(self.decoded)
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.last_offset - self.base_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & _CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 for CreateTime (or no timestamp, magic 0), 1 for LogAppendTime."""
+        return 1 if self.magic and self.attributes & _TIMESTAMP_TYPE_MASK else 0
+
+    def records(self) -> list[Record]:
+        return list(self.decoded)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.decoded)
+
+    def __len__(self) -> int:
+        return len(self.decoded)
+
+
+@dataclass(slots=True)
+class _Message:
+    offset: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    if pos + 4 > end:
+        raise CorruptRecordError("message ends inside a length field")
+    (size,) = _LENGTH.unpack_from(data, pos)
+    pos += 4
+    if size == -1:
+        return None, pos
+    if size < 0 or pos + size > end:
+        raise CorruptRecordError(f"message field length {size} is out of bounds")
+    return data[pos : pos + size], pos + size
+
+
+def _parse_message(data: bytes, pos: int, end: int, verify_crc: bool) -> tuple[_Message, int]:
+    """Parse one message starting at its offset field; return it and the next position."""
+    if pos + _LOG_OVERHEAD + 6 > end:
+        raise CorruptRecordError("message is truncated")
+    offset, size, crc, magic, attributes = _PREFIX.unpack_from(data, pos)
+    msg_end = pos + _LOG_OVERHEAD + size
+    if size < 14 or msg_end > end:
+        raise CorruptRecordError(f"message size {size} is out of bounds")
+    if magic not in (0, 1):
+        raise CorruptRecordError(f"message magic {magic} inside a legacy message set")
+    if verify_crc and zlib.crc32(memoryview(data)[pos + _CRC_START : msg_end]) != crc:
+        raise CorruptRecordError("message failed its CRC-32 check")
+    p = pos + 18
+    timestamp = -1
+    if magic == 1:
+        if p + 8 > msg_end:
+            raise CorruptRecordError("magic 1 message is too short for its timestamp")
+        (timestamp,) = _TIMESTAMP.unpack_from(data, p)
+        p += 8
+    key, p = _read_bytes(data, p, msg_end)
+    value, p = _read_bytes(data, p, msg_end)
+    if p != msg_end:
+        raise CorruptRecordError("message size does not match its fields")
+    return _Message(offset, crc, magic, attributes, timestamp, key, value), msg_end
+
+
+def decode_legacy_batch(
+    view: memoryview,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    verify_crc: bool = True,
+    max_decompressed_size: int,
+) -> LegacyRecordBatch:
+    """Decode one complete top-level legacy message (``view`` spans exactly that message)."""
+    data = bytes(view)
+    offset = _PREFIX.unpack_from(data)[0]
+    try:
+        wrapper, _ = _parse_message(data, 0, len(data), verify_crc)
+        batch = LegacyRecordBatch(
+            base_offset=wrapper.offset,
+            last_offset=wrapper.offset,
+            magic=wrapper.magic,
+            crc=wrapper.crc,
+            attributes=wrapper.attributes,
+            first_timestamp=wrapper.timestamp,
+            max_timestamp=wrapper.timestamp,
+            size_in_bytes=len(data),
+            topic=topic,
+            partition=partition,
+        )
+        codec = wrapper.attributes & _CODEC_MASK
+        if not codec:
+            batch.decoded.append(
+                Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value, [], batch)
+            )
+            return batch
+        if wrapper.value is None:
+            raise CorruptRecordError("compressed wrapper message has no value")
+        inner_data = decompress(codec, wrapper.value, max_decompressed_size)
+        inner: list[_Message] = []
+        pos = 0
+        while pos < len(inner_data):
+            message, pos = _parse_message(inner_data, pos, len(inner_data), verify_crc)
+            if message.attributes & _CODEC_MASK:
+                raise CorruptRecordError("compressed message nested inside a compressed wrapper")
+            inner.append(message)
+        if not inner:
+            raise CorruptRecordError("compressed wrapper message holds no messages")
+        # Magic 1 wrappers carry relative inner offsets; the wrapper has the last one's.
+        delta = wrapper.offset - inner[-1].offset if wrapper.magic == 1 else 0
+        log_append = wrapper.magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_MASK
+        records = batch.decoded
+        for message in inner:
+            timestamp = wrapper.timestamp if log_append else message.timestamp
+            records.append(
+                Record(message.offset + delta, timestamp, message.key, message.value, [], batch)
+            )
+        batch.base_offset = records[0].offset
+        batch.last_offset = records[-1].offset
+        batch.first_timestamp = records[0].timestamp
+        batch.max_timestamp = max(r.timestamp for r in records)
+        return batch
+    except CorruptRecordError as exc:
+        if exc.topic is not None or exc.partition is not None:
+            raise
+        raise CorruptRecordError(
+            str(exc), topic=topic, partition=partition, offset=offset
+        ) from None

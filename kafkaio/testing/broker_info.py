@@ -1,0 +1,200 @@
+"""What a test broker is and can do: ``BrokerInfo`` and the named features tests ask for.
+
+Most features come from the broker's ApiVersions answer; a few describe the test set-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+
+if TYPE_CHECKING:
+    from kafkaio.testing.mockcluster import MockCluster
+    from kafkaio.testing.tansu import TansuBroker
+
+# Feature name -> the API keys a broker must advertise for it.
+API_FEATURES: dict[str, tuple[int, ...]] = {
+    "consumer_groups": (8, 9, 10, 11, 12, 13, 14),  # classic groups with offset commits
+    "group_admin": (15, 16, 42),  # DescribeGroups, ListGroups, DeleteGroups
+    "create_topics": (19,),
+    "delete_topics": (20,),
+    "delete_records": (21,),
+    "idempotence": (22,),  # InitProducerId
+    "offset_for_leader_epoch": (23,),
+    "transactions": (22, 24, 25, 26, 28),
+    "describe_configs": (32,),
+    "alter_configs": (44,),  # IncrementalAlterConfigs
+    "create_partitions": (37,),
+    "sasl": (17, 36),  # advertised only; the fixtures configure no credentials
+    "describe_cluster": (60,),
+    "consumer_group_heartbeat": (68,),  # KIP-848
+    "telemetry": (71, 72),  # KIP-714
+    "describe_topic_partitions": (75,),
+    "share_groups": (76, 78, 79),  # KIP-932
+}
+
+# Features that describe the set-up rather than an API.
+SETUP_FEATURES: dict[str, str] = {
+    "fault_injection": "librdkafka mock-cluster fault injection (BrokerInfo.cluster)",
+    "multi_broker": "more than one broker, so leaders can move between brokers",
+    "exact_end_offsets": "ListOffsets latest equals last acked offset + 1 (Tansu 0.6 can be lower)",
+}
+
+FEATURES: frozenset[str] = frozenset(API_FEATURES) | frozenset(SETUP_FEATURES)
+
+_API_NAMES = {
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    21: "DeleteRecords",
+    22: "InitProducerId",
+    23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
+    36: "SaslAuthenticate",
+    37: "CreatePartitions",
+    42: "DeleteGroups",
+    44: "IncrementalAlterConfigs",
+    60: "DescribeCluster",
+    68: "ConsumerGroupHeartbeat",
+    71: "GetTelemetrySubscriptions",
+    72: "PushTelemetry",
+    75: "DescribeTopicPartitions",
+    76: "ShareGroupHeartbeat",
+    78: "ShareFetch",
+    79: "ShareAcknowledge",
+}
+
+
+def features_from_api_versions(api_versions: Mapping[int, tuple[int, int]]) -> frozenset[str]:
+    """The API features whose API keys are all advertised (min <= max) in ``api_versions``."""
+    advertised = {key for key, (low, high) in api_versions.items() if 0 <= low <= high}
+    return frozenset(
+        name for name, keys in API_FEATURES.items() if all(key in advertised for key in keys)
+    )
+
+
+def _missing_reason(name: str, feature: str, api_versions: Mapping[int, tuple[int, int]]) -> str:
+    if feature in SETUP_FEATURES:
+        return f"broker {name!r} lacks feature {feature!r}: {SETUP_FEATURES[feature]}"
+    missing = [
+        f"{_API_NAMES.get(key, 'api')} (key {key})"
+        for key in API_FEATURES[feature]
+        if key not in api_versions
+    ]
+    return (
+        f"broker {name!r} lacks feature {feature!r}: it does not advertise "
+        f"{', '.join(missing) or 'the needed APIs'} in ApiVersions"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A running test broker: its name, bootstrap list and features.
+
+    ``name`` is "tansu", "mock", "kafka" (testcontainers) or "external"; ``api_versions``
+    is the ApiVersions v0 answer of the first bootstrap broker; ``cluster`` is the
+    MockCluster (fault injection) for mock brokers; ``tansu`` the TansuBroker handle for
+    private Tansu brokers (``isolated_tansu_broker``), e.g. to restart it.
+    """
+
+    name: str
+    bootstrap: str
+    features: frozenset[str]
+    api_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    cluster: MockCluster | None = None
+    tansu: TansuBroker | None = None
+
+    def has(self, feature: str) -> bool:
+        """Whether the broker has ``feature`` (a name from FEATURES; unknown names raise)."""
+        if feature not in FEATURES:
+            raise KafkaConfigError(
+                f"unknown broker feature {feature!r}; known: {', '.join(sorted(FEATURES))}"
+            )
+        return feature in self.features
+
+    def skip_unless(self, *features: str) -> None:
+        """``pytest.skip`` the running test unless the broker has every feature named."""
+        for feature in features:
+            if not self.has(feature):
+                import pytest
+
+                pytest.skip(_missing_reason(self.name, feature, self.api_versions))
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        *,
+        timeout: float = 15.0,
+    ) -> None:
+        """Create a topic and wait until every partition has a leader.
+
+        Mock cluster: through librdkafka's mock API (it has no CreateTopics). Other brokers:
+        CreateTopics through aiokafka's admin client (to be replaced by kafkaio's Admin).
+        """
+        if self.cluster is not None:
+            self.cluster.create_topic(name, partitions, replication_factor)
+            return
+        try:
+            await asyncio.wait_for(
+                _create_topic_with_aiokafka(self.bootstrap, name, partitions, replication_factor),
+                timeout,
+            )
+        except asyncio.TimeoutError:
+            raise KafkaTimeoutError(
+                f"creating topic {name!r} ({partitions} partitions) on broker {self.name!r} "
+                f"({self.bootstrap}) did not finish within {timeout} s: CreateTopics got no "
+                "answer or some partition still has no leader"
+            ) from None
+
+
+async def _create_topic_with_aiokafka(
+    bootstrap: str, name: str, partitions: int, replication_factor: int
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkaio-testing")
+    await admin.start()
+    try:
+        response: Any = await admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)]
+        )
+        for entry in response.topic_errors:
+            topic, code = entry[0], entry[1]
+            message = entry[2] if len(entry) > 2 else None
+            if code:
+                raise KafkaError(
+                    f"CreateTopics for {topic!r} on {bootstrap} failed with error {code}"
+                    f"{f': {message}' if message else ''}"
+                )
+        await _wait_for_leaders(admin, name, partitions)
+    finally:
+        await admin.close()
+
+
+async def _wait_for_leaders(admin: Any, name: str, partitions: int) -> None:
+    while True:
+        for topic in await admin.describe_topics([name]):
+            leaders = [p["leader"] for p in topic.get("partitions", [])]
+            if topic.get("error_code") == 0 and len(leaders) == partitions:
+                if all(leader >= 0 for leader in leaders):
+                    return
+        await asyncio.sleep(0.05)
