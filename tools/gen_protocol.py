@@ -338,6 +338,8 @@ class Gen:
                 fn = self.enc_func(f.struct, v)
                 lines.append(f"{ind}for x in a:")
                 lines.append(f"{ind}    {fn}(x, {out})")
+            elif f.elem in FIXED:
+                lines.append(f"{ind}{out} += _struct.pack('>%d{FIXED[f.elem][0]}' % len(a), *a)")
             else:
                 lines.append(f"{ind}for x in a:")
                 lines.extend(f"{ind}    {s}" for s in self.enc_scalar(f.elem, v, "x", out, flex, False))
@@ -490,6 +492,10 @@ class Gen:
                 lines.append("    for _ in range(n):")
                 lines.append(f"        x, pos = {fn}(buf, pos)")
                 lines.append("        ap(x)")
+            elif f.elem in FIXED:
+                code, size = FIXED[f.elem]
+                lines.append(f"    {target} = list(_struct.unpack_from('>%d{code}' % n, buf, pos))")
+                lines.append(f"    pos += {size} * n" if size > 1 else "    pos += n")
             else:
                 lines.append(f"    {target} = []")
                 lines.append("    for _ in range(n):")

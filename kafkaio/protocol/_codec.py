@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 from kafkaio.errors import KafkaProtocolError, UnsupportedVersionError
 
-Buffer: TypeAlias = "bytes | bytearray | memoryview"
+Buffer: TypeAlias = bytes | bytearray | memoryview
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

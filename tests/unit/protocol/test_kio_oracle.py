@@ -48,7 +48,7 @@ CASES = [
 def _kio_acceptable(obj: Any) -> Any:
     """kio is stricter than the wire format: it maps error codes to an enum and rejects
     negative timestamps. Bring drawn values into what it accepts."""
-    for attr, ktype, *_ in type(obj).FIELD_SPECS:
+    for attr, *_ in type(obj).FIELD_SPECS:
         value = getattr(obj, attr)
         if attr.endswith("error_code"):
             setattr(obj, attr, abs(value) % 50)
