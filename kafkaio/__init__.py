@@ -3,3 +3,8 @@
 from __future__ import annotations
 
 __version__ = "0.1.0.dev0"
+
+from kafkaio.admin import Admin, NewTopic  # noqa: E402
+from kafkaio.metadata.cluster import TopicPartition  # noqa: E402
+
+__all__ = ["Admin", "NewTopic", "TopicPartition", "__version__"]

@@ -5,7 +5,6 @@ Sans-I/O throughout; the network layer sends the requests `MetadataManager.poll`
 
 from __future__ import annotations
 
-from kafkaio.metadata.backoff import ExponentialBackoff
 from kafkaio.metadata.cluster import (
     BrokerNode,
     ClusterMetadata,
@@ -13,15 +12,13 @@ from kafkaio.metadata.cluster import (
     TopicInfo,
     TopicPartition,
 )
-from kafkaio.metadata.manager import MetadataManager, PollResult
+from kafkaio.metadata.manager import MetadataManager
 
 __all__ = [
     "BrokerNode",
     "ClusterMetadata",
-    "ExponentialBackoff",
     "MetadataManager",
     "PartitionInfo",
-    "PollResult",
     "TopicInfo",
     "TopicPartition",
 ]

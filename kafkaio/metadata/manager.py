@@ -9,27 +9,12 @@ import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
+from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import BrokerResponseError, KafkaConfigError, KafkaError, error_for_code
-from kafkaio.metadata.backoff import ExponentialBackoff
 from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.protocol.messages import MetadataRequest, MetadataResponse
-
-R = TypeVar("R")
-
-
-@dataclass(slots=True)
-class PollResult(Generic[R]):
-    """What a request manager wants sent now, and when it next needs `poll` to be called.
-
-    `requests` pairs a node id (None: any broker, the driver picks the least loaded one) with
-    a request; `next_poll_ms` is milliseconds from `now` (math.inf: not until the manager
-    receives a response, a failure or a new call).
-    """
-
-    requests: list[tuple[int | None, R]]
-    next_poll_ms: float
+from kafkaio.runtime.requests import PollResult, UnsentRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +196,7 @@ class MetadataManager:
             due = self._last_success_ms + self._max_age_ms - now
         return max(due, self._next_allowed_ms - now, 0.0)
 
-    def poll(self, now: float) -> PollResult[MetadataRequest]:
+    def poll(self, now: float) -> PollResult:
         """Return the MetadataRequest to send now, if any, and when to poll next."""
         wait = self.time_to_next_update(now)
         if wait > 0:
@@ -235,7 +220,7 @@ class MetadataManager:
             else [MetadataRequest.MetadataRequestTopic(name=name) for name in sorted(topics)],
             allow_auto_topic_creation=self._allow_auto_topic_creation,
         )
-        return PollResult([(None, request)], math.inf)
+        return PollResult([UnsentRequest(None, request, self._on_complete)], math.inf)
 
     # -- outcomes ------------------------------------------------------------------------
 
@@ -275,6 +260,13 @@ class MetadataManager:
             self._update_requested = False
         self._attempts = self._attempts + 1 if retry else 0
         self._next_allowed_ms = now + self._retry_delay_ms()
+
+    def _on_complete(self, now: float, response: object, error: BaseException | None) -> None:
+        if error is not None:
+            self.on_failure(now, error)
+        else:
+            assert isinstance(response, MetadataResponse)
+            self.on_response(now, response)
 
     def on_failure(self, now: float, error: BaseException) -> None:
         """The request in flight failed (connection lost, timeout...): retry after backoff."""

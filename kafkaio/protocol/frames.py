@@ -106,7 +106,9 @@ def decode_response(api_key: int, version: int, frame: Buffer) -> Any:
     cls = response_class(api_key)
     if api_key == API_VERSIONS_KEY and version > 0:
         return _decode_api_versions(view[pos:], version)
-    return cls.decode(view[pos:], version)
+    # Bytes after the message are ignored, as the Java client does: some brokers append
+    # padding (librdkafka's mock cluster adds a byte to flexible Metadata responses).
+    return cls.decode_from(view, pos, version)[0]
 
 
 def _decode_api_versions(body: memoryview, version: int) -> ApiVersionsResponse:

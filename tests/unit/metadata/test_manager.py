@@ -40,7 +40,7 @@ def send(m: MetadataManager, now: float) -> MetadataRequest:
     """Poll at `now` and return the single request it must send."""
     result = m.poll(now)
     assert len(result.requests) == 1, f"expected a request at {now}, got {result}"
-    node, request = result.requests[0]
+    node, request = result.requests[0].node_id, result.requests[0].request
     assert node is None
     assert result.next_poll_ms == math.inf
     return request
@@ -76,7 +76,7 @@ def test_first_poll_asks_for_the_topics_of_interest() -> None:
     assert names(request) == ["a", "b"]
     assert request.allow_auto_topic_creation is False
     assert m.in_flight
-    assert manager(allow_auto_topic_creation=True).poll(0).requests[0][1].allow_auto_topic_creation
+    assert manager(allow_auto_topic_creation=True).poll(0).requests[0].request.allow_auto_topic_creation
 
 
 def test_no_topics_asks_for_brokers_only() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import KafkaConfigError
-from kafkaio.metadata import ExponentialBackoff
 
 
 def test_doubles_from_initial_up_to_the_cap() -> None:

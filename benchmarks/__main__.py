@@ -1,0 +1,14 @@
+"""Run every benchmark: ``python -m benchmarks`` (``make bench``)."""
+
+from __future__ import annotations
+
+from benchmarks import bench_records
+
+
+def main() -> None:
+    print("## Record codec (ns per record, median)\n")
+    bench_records.main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Settings of broker connections (``ConnectionConfig``), with the Java client's names.
+
+Validated when built: a wrong value raises KafkaConfigError saying which and why.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, fields
+
+from kafkaio.errors import KafkaConfigError
+from kafkaio.net.sasl import SCRAM_HASHES, TokenProvider
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
+_MIB = 1024 * 1024
+_SECRET_FIELDS = frozenset({"sasl_plain_password", "sasl_oauth_token_provider"})
+
+
+@dataclass(slots=True, repr=False)
+class ConnectionConfig:
+    """How to reach, secure and pace broker connections.
+
+    Times are milliseconds, as in the Java client. With ``security_protocol`` SSL or SASL_SSL
+    and no ``ssl_context``, a default context is created that verifies the broker's
+    certificate against the system CAs and, unless ``ssl_check_hostname`` is False, its host
+    name. A context you pass is used as is (``ssl_check_hostname`` then does not change it).
+    ``repr()`` never shows the password or the token provider.
+    """
+
+    client_id: str | None = "kafkaio"
+    request_timeout_ms: int = 30_000
+    connect_timeout_ms: int = 10_000
+    connections_max_idle_ms: int = 540_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1_000
+    max_in_flight_requests_per_connection: int = 5
+    max_response_size: int = 100 * _MIB + _MIB
+    receive_buffer_bytes: int | None = None
+    send_buffer_bytes: int | None = None
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    sasl_oauth_token_provider: TokenProvider | None = None
+
+    def __post_init__(self) -> None:
+        for name, minimum in (
+            ("request_timeout_ms", 1),
+            ("connect_timeout_ms", 1),
+            ("connections_max_idle_ms", 1),
+            ("reconnect_backoff_ms", 0),
+            ("reconnect_backoff_max_ms", 0),
+            ("max_in_flight_requests_per_connection", 1),
+            ("max_response_size", 1024),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        for name in ("receive_buffer_bytes", "send_buffer_bytes"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(name, value, 1024)
+        if self.client_id is not None and not isinstance(self.client_id, str):
+            raise KafkaConfigError(f"client_id must be a str or None, got {self.client_id!r}")
+        self._check_security()
+
+    def _check_security(self) -> None:
+        protocol = str(self.security_protocol).upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise KafkaConfigError(
+                f"security_protocol {self.security_protocol!r} is not one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        self.security_protocol = protocol
+        if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
+            raise KafkaConfigError(
+                f"ssl_context must be an ssl.SSLContext, got {type(self.ssl_context).__name__}"
+            )
+        if self.uses_tls:
+            if self.ssl_context is None:
+                context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+                context.check_hostname = bool(self.ssl_check_hostname)
+                self.ssl_context = context
+        elif self.ssl_context is not None:
+            raise KafkaConfigError(
+                f"ssl_context is set but security_protocol is {protocol}, so it would not be "
+                "used; set security_protocol to SSL or SASL_SSL"
+            )
+        mechanism = str(self.sasl_mechanism).upper()
+        if mechanism not in SASL_MECHANISMS:
+            raise KafkaConfigError(
+                f"sasl_mechanism {self.sasl_mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}"
+            )
+        self.sasl_mechanism = mechanism
+        has_credentials = (
+            self.sasl_plain_username is not None
+            or self.sasl_plain_password is not None
+            or self.sasl_oauth_token_provider is not None
+        )
+        if not self.uses_sasl:
+            if has_credentials:
+                raise KafkaConfigError(
+                    f"SASL credentials are set but security_protocol is {protocol}, so they "
+                    "would not be used; set security_protocol to SASL_PLAINTEXT or SASL_SSL"
+                )
+            return
+        if mechanism == "OAUTHBEARER":
+            if not callable(self.sasl_oauth_token_provider):
+                raise KafkaConfigError(
+                    "sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider: a function "
+                    "(sync or async) returning the bearer token"
+                )
+            return
+        for name in ("sasl_plain_username", "sasl_plain_password"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise KafkaConfigError(f"sasl_mechanism {mechanism} needs {name} (a non-empty str)")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _SECRET_FIELDS and value is not None:
+                parts.append(f"{f.name}='***'")
+            elif f.name == "ssl_context" and value is not None:
+                parts.append(f"ssl_context=<{type(value).__name__}>")
+            else:
+                parts.append(f"{f.name}={value!r}")
+        return f"ConnectionConfig({', '.join(parts)})"
+
+    __str__ = __repr__
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise KafkaConfigError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise KafkaConfigError(f"{name} must be >= {minimum}, got {value}")

@@ -1,0 +1,615 @@
+"""One connection to one broker: TCP/TLS, ApiVersions, SASL, then pipelined requests.
+
+Runs on anyio (asyncio or trio). Requests are written under a lock; responses are read by
+whichever waiting task holds the read lock, so no background task outlives a call.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+import socket
+import ssl
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+from anyio.streams.tls import TLSStream
+
+from kafkaio.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    SaslAuthenticationFailedError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kafkaio.net.config import ConnectionConfig
+from kafkaio.net.framing import FrameReader
+from kafkaio.net.inflight import CorrelationIds, InFlightRequest, InFlightRequests
+from kafkaio.net.sasl import (
+    OAuthBearerMechanism,
+    PlainMechanism,
+    SaslMechanism,
+    ScramMechanism,
+)
+from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
+from kafkaio.protocol.messages import (
+    REQUESTS,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+
+log = logging.getLogger("kafkaio.net")
+
+_READ_CHUNK = 256 * 1024
+_CLOSE_GRACE = 0.5  # seconds a close may take before the socket is dropped
+_UNSUPPORTED_VERSION = 35
+_CONNECT_ERRORS = (OSError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+R = TypeVar("R")
+
+
+class ConnectionState(enum.Enum):
+    CONNECTING = "connecting"
+    AUTHENTICATING = "authenticating"
+    READY = "ready"
+    CLOSED = "closed"
+
+
+class _Waiter:
+    """The response slot of one request; polled by its sender, filled by any reader."""
+
+    __slots__ = ("done", "registered", "_value", "_error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.registered = False  # in the in-flight table (so it holds an in-flight permit)
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def set_result(self, value: Any) -> None:
+        if not self.done:
+            self.done = True
+            self._value = value
+
+    def set_exception(self, error: BaseException) -> None:
+        if not self.done:
+            self.done = True
+            self._error = error
+
+    def result(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def api_name(request_cls: type) -> str:
+    """``MetadataRequest`` -> ``Metadata``."""
+    name = request_cls.__name__
+    return name[: -len("Request")] if name.endswith("Request") else name
+
+
+class Connection:
+    """A ready connection to one broker; create it with :meth:`connect`.
+
+    Many tasks may call :meth:`send` at once: requests are pipelined up to
+    ``max_in_flight_requests_per_connection``. A request that gets no answer within its
+    timeout raises KafkaTimeoutError and closes the connection (the position in the response
+    stream is lost, as in the Java client). When the connection breaks or the broker breaks
+    the protocol, every in-flight request fails with KafkaConnectionError and the connection
+    is closed; make a new one.
+    """
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        host: str,
+        port: int,
+        config: ConnectionConfig,
+        node_id: int | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.config = config
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.session_lifetime_ms = 0
+        self.state = ConnectionState.CONNECTING
+        self.last_used = anyio.current_time()
+        self._stream = stream
+        self._stream_closed = False
+        self._reader = FrameReader(config.max_response_size)
+        self._ids = CorrelationIds()
+        limit = config.max_in_flight_requests_per_connection
+        self._inflight: InFlightRequests[_Waiter] = InFlightRequests(limit)
+        self._capacity = anyio.Semaphore(limit)
+        self._write_lock = anyio.Lock()
+        self._read_lock = anyio.Lock()
+        self._close_reason: BaseException | None = None
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls, host: str, port: int, config: ConnectionConfig, *, node_id: int | None = None
+    ) -> Connection:
+        """Connect, negotiate API versions and authenticate; return a ready connection.
+
+        The whole setup is bounded by ``connect_timeout_ms``. Raises KafkaConnectionError when
+        the broker cannot be reached or drops the connection, SaslAuthenticationFailedError
+        (or another broker error) when authentication is refused.
+        """
+        who = describe_node(host, port, node_id)
+        timeout = config.connect_timeout_ms / 1000
+        conn: Connection | None = None
+        try:
+            with anyio.fail_after(timeout):
+                stream = await _open_stream(host, port, config, who)
+                conn = cls(stream, host, port, config, node_id)
+                await conn._negotiate_api_versions()
+                if config.uses_sasl:
+                    await conn._authenticate()
+        except TimeoutError:
+            if conn is not None:
+                await conn._shutdown(None, log_close=False)
+            raise KafkaConnectionError(
+                f"could not connect to {who} within connect_timeout_ms={config.connect_timeout_ms}"
+                f" ({'TCP/TLS setup' if conn is None else 'broker handshake'} did not finish); "
+                "check that the broker is up and reachable and that security_protocol matches "
+                "its listener"
+            ) from None
+        except BaseException:
+            if conn is not None:
+                await conn._shutdown(None, log_close=False)
+            raise
+        conn.state = ConnectionState.READY
+        log.info(
+            "connected to %s over %s (%d APIs)",
+            who,
+            config.security_protocol,
+            len(conn.api_versions),
+        )
+        return conn
+
+    async def _negotiate_api_versions(self) -> None:
+        import kafkaio  # at call time: kafkaio/__init__ imports modules that import this one
+
+        request = ApiVersionsRequest(
+            client_software_name="kafkaio", client_software_version=kafkaio.__version__
+        )
+        version = ApiVersionsRequest.MAX_STABLE_VERSION
+        while True:
+            response = await self.send(request, version=version)
+            if response.error_code == _UNSUPPORTED_VERSION and version > 0:
+                theirs = [k.max_version for k in response.api_keys if k.api_key == 18]
+                fallback = min(theirs[0] if theirs else 0, version - 1)
+                log.debug("%s: ApiVersions v%d unsupported, retrying v%d", self, version, fallback)
+                version = max(fallback, 0)
+                continue
+            if response.error_code:
+                raise error_for_code(response.error_code)(
+                    "ApiVersions failed", node=self.node_id, address=f"{self.host}:{self.port}"
+                )
+            self.api_versions = {
+                k.api_key: (k.min_version, k.max_version) for k in response.api_keys
+            }
+            return
+
+    async def _authenticate(self) -> None:
+        self.state = ConnectionState.AUTHENTICATING
+        mechanism_name = self.config.sasl_mechanism
+        handshake_version = self.version_for(SaslHandshakeRequest)
+        if handshake_version < 1:
+            raise UnsupportedVersionError(
+                f"{self} only supports SaslHandshake v0 (Kafka before 1.0); kafkaio needs v1"
+            )
+        try:
+            handshake = await self.send(
+                SaslHandshakeRequest(mechanism=mechanism_name), version=handshake_version
+            )
+        except KafkaConnectionError as exc:
+            raise KafkaConnectionError(
+                f"{self} closed the connection when asked for SASL {mechanism_name}; check "
+                f"that its listener enables {mechanism_name} and expects SASL at all"
+            ) from exc
+        if handshake.error_code:
+            raise error_for_code(handshake.error_code)(
+                f"{mechanism_name} was refused; the broker offers {handshake.mechanisms}",
+                node=self.node_id,
+            )
+        mechanism = await self._make_mechanism()
+        version = self.version_for(SaslAuthenticateRequest)
+        token: bytes | None = mechanism.initial_response()
+        while token is not None:
+            try:
+                response = await self.send(
+                    SaslAuthenticateRequest(auth_bytes=token), version=version
+                )
+            except KafkaConnectionError as exc:
+                raise KafkaConnectionError(
+                    f"{self} closed the connection during SASL {mechanism_name} "
+                    f"authentication; check that its listener enables {mechanism_name}"
+                ) from exc
+            if response.error_code:
+                detail = response.error_message or ""
+                server_error = getattr(mechanism, "server_error", None)
+                if server_error:
+                    detail = f"{detail} ({server_error})".strip()
+                raise error_for_code(response.error_code)(
+                    detail or None, node=self.node_id, mechanism=mechanism_name
+                )
+            try:
+                token = mechanism.step(response.auth_bytes)
+            except SaslAuthenticationFailedError as exc:
+                raise SaslAuthenticationFailedError(
+                    exc.message, node=self.node_id, address=f"{self.host}:{self.port}"
+                ) from None
+            self.session_lifetime_ms = response.session_lifetime_ms
+
+    async def _make_mechanism(self) -> SaslMechanism:
+        config = self.config
+        name = config.sasl_mechanism
+        if name == "OAUTHBEARER":
+            provider = config.sasl_oauth_token_provider
+            assert provider is not None  # checked by ConnectionConfig
+            token = provider()
+            if inspect.isawaitable(token):
+                token = await token
+            if not isinstance(token, str):
+                raise KafkaError(
+                    f"sasl_oauth_token_provider returned {type(token).__name__}, not a str token"
+                )
+            return OAuthBearerMechanism(token)
+        username = config.sasl_plain_username or ""
+        password = config.sasl_plain_password or ""
+        if name == "PLAIN":
+            return PlainMechanism(username, password)
+        return ScramMechanism(name, username, password)
+
+    # -- versions -----------------------------------------------------------------------
+
+    def supports(self, request_cls: type) -> bool:
+        """True if this broker and kafkaio share a version of the request's API."""
+        try:
+            self.version_for(request_cls)
+        except UnsupportedVersionError:
+            return False
+        return True
+
+    def version_for(self, request_cls: type) -> int:
+        """The highest version of this API that both the broker and kafkaio support."""
+        key: int = request_cls.API_KEY  # type: ignore[attr-defined]
+        ours = (request_cls.MIN_VERSION, request_cls.MAX_STABLE_VERSION)  # type: ignore[attr-defined]
+        theirs = self.api_versions.get(key)
+        name = api_name(request_cls)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"{self} does not support {name} (api key {key}) at all; kafkaio speaks "
+                f"v{ours[0]}-{ours[1]}. Use a broker that implements it",
+                api=name,
+            )
+        low, high = max(ours[0], theirs[0]), min(ours[1], theirs[1])
+        if low > high:
+            raise UnsupportedVersionError(
+                f"{self} supports {name} (api key {key}) v{theirs[0]}-{theirs[1]}, kafkaio "
+                f"speaks v{ours[0]}-{ours[1]}: no version in common",
+                api=name,
+            )
+        return int(high)
+
+    # -- requests -----------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self.state is ConnectionState.CLOSED
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written and not answered yet."""
+        return len(self._inflight)
+
+    async def send(
+        self, request: Any, *, version: int | None = None, timeout: float | None = None
+    ) -> Any:
+        """Send ``request`` and return the broker's response.
+
+        ``version`` defaults to :meth:`version_for`; ``timeout`` (seconds) to
+        ``request_timeout_ms``. Raises KafkaTimeoutError (and closes the connection if the
+        request was sent), KafkaConnectionError if the connection is or becomes closed,
+        KafkaProtocolError if the response cannot be decoded.
+        """
+        self._check_open()
+        version = self.version_for(type(request)) if version is None else version
+        seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
+        deadline = anyio.current_time() + seconds
+        waiter = _Waiter()
+        with anyio.CancelScope(deadline=deadline) as scope:
+            await self._capacity.acquire()
+            try:
+                await self._write(request, version, waiter, deadline)
+            finally:
+                if not waiter.registered:
+                    self._capacity.release()
+            await self._wait_for(waiter)
+        if not waiter.done and scope.cancelled_caught:
+            what = f"{api_name(type(request))} request (v{version}) to {self}"
+            if not waiter.registered:
+                raise KafkaTimeoutError(
+                    f"{what} could not be sent within {seconds:g} s: "
+                    f"{self.config.max_in_flight_requests_per_connection} requests were in "
+                    "flight and none was answered"
+                )
+            await self._shutdown(
+                KafkaTimeoutError(f"a request got no response within {seconds:g} s"),
+                timed_out=waiter,
+                timeout_error=KafkaTimeoutError(
+                    f"{what} got no response within {seconds:g} s; the connection was closed. "
+                    "Check the broker's health, or raise request_timeout_ms for slow requests"
+                ),
+            )
+        self.last_used = anyio.current_time()
+        return waiter.result()
+
+    async def send_no_response(self, request: Any, version: int | None = None) -> None:
+        """Write a request the broker does not answer (Produce with acks=0)."""
+        self._check_open()
+        version = self.version_for(type(request)) if version is None else version
+        seconds = self.config.request_timeout_ms / 1000
+        deadline = anyio.current_time() + seconds
+        with anyio.CancelScope(deadline=deadline) as scope:
+            await self._write(request, version, None, deadline)
+        if scope.cancelled_caught:
+            raise KafkaTimeoutError(
+                f"{api_name(type(request))} request to {self} could not be written within "
+                f"{seconds:g} s"
+            )
+        self.last_used = anyio.current_time()
+
+    def _check_open(self) -> None:
+        if self.state is ConnectionState.CLOSED:
+            reason = f": {self._close_reason}" if self._close_reason is not None else ""
+            raise KafkaConnectionError(f"connection to {self} is closed{reason}")
+
+    async def _write(
+        self, request: Any, version: int, waiter: _Waiter | None, deadline: float
+    ) -> None:
+        async with self._write_lock:
+            self._check_open()
+            correlation_id = self._ids.next()
+            frame = encode_request(request, version, correlation_id, self.config.client_id)
+            if waiter is not None:
+                self._inflight.add(correlation_id, request.API_KEY, version, deadline, waiter)
+                waiter.registered = True
+            self.last_used = anyio.current_time()
+            # A frame cut in half would desynchronise the stream: never cancel mid-write,
+            # except at the request's own deadline (which then closes the connection).
+            with anyio.CancelScope(deadline=deadline, shield=True) as write_scope:
+                try:
+                    await self._stream.send(frame)
+                except (anyio.ClosedResourceError, *_CONNECT_ERRORS) as exc:
+                    if self.state is not ConnectionState.CLOSED:
+                        await self._shutdown(exc)
+                    raise KafkaConnectionError(
+                        f"connection to {self} was lost while sending "
+                        f"{api_name(type(request))}: {_text(exc)}"
+                    ) from exc
+            if write_scope.cancelled_caught:
+                error = KafkaTimeoutError(
+                    f"{api_name(type(request))} request to {self} could not be written before "
+                    "its deadline (the broker is not reading); the connection was closed"
+                )
+                await self._shutdown(error)
+                raise error
+
+    async def _wait_for(self, waiter: _Waiter) -> None:
+        while not waiter.done:
+            async with self._read_lock:
+                if waiter.done:
+                    return
+                if self.state is ConnectionState.CLOSED:
+                    waiter.set_exception(KafkaConnectionError(f"connection to {self} is closed"))
+                    return
+                await self._read_once()
+
+    async def _read_once(self) -> None:
+        try:
+            data = await self._stream.receive(_READ_CHUNK)
+        except anyio.EndOfStream:
+            where = " in the middle of a response" if self._reader.mid_frame else ""
+            await self._shutdown(KafkaConnectionError(f"the broker closed the connection{where}"))
+            return
+        except (anyio.ClosedResourceError, *_CONNECT_ERRORS) as exc:
+            if self.state is not ConnectionState.CLOSED:
+                await self._shutdown(exc)
+            return
+        try:
+            for frame in self._reader.feed(data):
+                entry = self._inflight.pop_response(peek_correlation_id(frame))
+                self._capacity.release()
+                try:
+                    response = decode_response(entry.api_key, entry.api_version, frame)
+                except Exception as exc:  # a codec failure of any kind is a protocol error
+                    response = _unsupported_api_versions(entry, frame)
+                    if response is None:
+                        error = _as_protocol_error(exc, entry)
+                        entry.slot.set_exception(error)
+                        raise error from exc
+                entry.slot.set_result(response)
+        except KafkaProtocolError as exc:
+            await self._shutdown(exc)
+
+    # -- closing ------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the connection; requests still in flight fail with KafkaConnectionError.
+
+        Completes promptly (at most about half a second for a TLS close), even when called
+        from a cancelled task.
+        """
+        await self._shutdown(None)
+
+    async def _shutdown(
+        self,
+        cause: BaseException | None,
+        *,
+        timed_out: _Waiter | None = None,
+        timeout_error: BaseException | None = None,
+        log_close: bool = True,
+    ) -> None:
+        """Mark closed, fail every in-flight request, close the stream. Idempotent."""
+        if self.state is not ConnectionState.CLOSED:
+            self.state = ConnectionState.CLOSED
+            self._close_reason = cause
+
+            def error_for(entry: InFlightRequest[_Waiter]) -> BaseException:
+                if entry.slot is timed_out and timeout_error is not None:
+                    return timeout_error
+                name = _api_name_for_key(entry.api_key)
+                if cause is None:
+                    error = KafkaConnectionError(
+                        f"{name} request to {self} was still in flight when the connection "
+                        "was closed"
+                    )
+                else:
+                    why = str(cause) if isinstance(cause, KafkaConnectionError) else _text(cause)
+                    error = KafkaConnectionError(
+                        f"{name} request to {self} failed because the connection was lost "
+                        f"({why}); retry on a new connection"
+                    )
+                error.__cause__ = cause
+                return error
+
+            failed = self._inflight.fail_all(error_for)
+            for _ in failed:
+                self._capacity.release()
+            if not log_close:
+                pass
+            elif cause is None:
+                log.info("closed connection to %s", self)
+            else:
+                log.warning(
+                    "connection to %s lost (%d in-flight requests failed): %s",
+                    self,
+                    len(failed),
+                    _text(cause),
+                )
+        await self._close_stream()
+
+    async def _close_stream(self) -> None:
+        if self._stream_closed:
+            return
+        self._stream_closed = True
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_CLOSE_GRACE):
+                try:
+                    await self._stream.aclose()
+                except Exception:  # closing a broken stream may fail; it is closed anyway
+                    pass
+                return
+            await anyio.aclose_forcefully(self._stream)
+
+    # -- description --------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return describe_node(self.host, self.port, self.node_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Connection {self} {self.state.value} "
+            f"{self.config.security_protocol} in_flight={len(self._inflight)}>"
+        )
+
+
+def describe_node(host: str, port: int, node_id: int | None) -> str:
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"node {node_id} ({address})" if node_id is not None else f"broker {address}"
+
+
+def _text(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _api_name_for_key(api_key: int) -> str:
+    pair = REQUESTS.get(api_key)
+    return api_name(pair[0]) if pair else f"api key {api_key}"
+
+
+def _unsupported_api_versions(entry: InFlightRequest[_Waiter], frame: memoryview) -> Any:
+    """An ApiVersions answer of UNSUPPORTED_VERSION whose body does not decode, else None.
+
+    Some brokers (librdkafka's mock cluster) answer a too-new ApiVersions request with a body
+    in neither the requested version nor v0; only its leading error code is reliable. The
+    negotiation then falls back to v0, which every broker speaks.
+    """
+    if entry.api_key != ApiVersionsRequest.API_KEY or len(frame) < 6:
+        return None
+    if int.from_bytes(frame[4:6], "big", signed=True) != _UNSUPPORTED_VERSION:
+        return None
+    return ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
+
+
+def _as_protocol_error(exc: Exception, entry: InFlightRequest[_Waiter]) -> KafkaProtocolError:
+    name = _api_name_for_key(entry.api_key)
+    if isinstance(exc, KafkaProtocolError):
+        return KafkaProtocolError(
+            f"could not decode the {name} v{entry.api_version} response: {exc}"
+        )
+    return KafkaProtocolError(
+        f"could not decode the {name} v{entry.api_version} response ({_text(exc)})"
+    )
+
+
+async def _open_stream(
+    host: str, port: int, config: ConnectionConfig, who: str
+) -> anyio.abc.ByteStream:
+    try:
+        stream: anyio.abc.ByteStream
+        if config.uses_tls:
+            stream = await anyio.connect_tcp(
+                host,
+                port,
+                tls=True,
+                ssl_context=config.ssl_context,
+                tls_hostname=host,
+                tls_standard_compatible=False,
+            )
+        else:
+            stream = await anyio.connect_tcp(host, port)
+    except ssl.SSLCertVerificationError as exc:
+        raise KafkaConnectionError(
+            f"TLS: the certificate of {who} was rejected ({exc.verify_message}); check that "
+            "ssl_context trusts the broker's CA and that the certificate names the host you "
+            "connect to"
+        ) from exc
+    except ssl.SSLError as exc:
+        raise KafkaConnectionError(
+            f"TLS handshake with {who} failed ({exc.reason or exc}); check that the listener "
+            "uses TLS (security_protocol SSL/SASL_SSL) and accepts this client"
+        ) from exc
+    except (*_CONNECT_ERRORS, anyio.ClosedResourceError) as exc:
+        hint = "check that the broker is running and reachable at this address"
+        if config.uses_tls and isinstance(exc, (anyio.EndOfStream, anyio.BrokenResourceError)):
+            hint = "the peer closed during the TLS handshake; is this a TLS listener?"
+        raise KafkaConnectionError(f"could not connect to {who}: {_text(exc)}; {hint}") from exc
+    _set_buffer_sizes(stream, config)
+    return stream
+
+
+def _set_buffer_sizes(stream: anyio.abc.ByteStream, config: ConnectionConfig) -> None:
+    if config.receive_buffer_bytes is None and config.send_buffer_bytes is None:
+        return
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if raw is None and isinstance(stream, TLSStream):
+        raw = stream.transport_stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if raw is None:
+        return
+    if config.receive_buffer_bytes is not None:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.receive_buffer_bytes)
+    if config.send_buffer_bytes is not None:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.send_buffer_bytes)

@@ -1,0 +1,170 @@
+"""The I/O driver: the one task that runs sans-I/O request managers against real connections.
+
+Each turn of the loop (`run_once`) polls every manager at the current time, sends what they
+ask for, and then sleeps until the earliest time a manager asked to be polled again, or until
+a response, a failure or an application event wakes it (`wakeup`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from kafkaio.errors import KafkaError
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.net.manager import ConnectionManager
+from kafkaio.runtime.requests import RequestManager, UnsentRequest
+
+log = logging.getLogger("kafkaio.runtime")
+
+# Upper bound of one sleep, so a lost wake-up can never stall the loop for long.
+MAX_IDLE_MS = 1000.0
+
+
+def now_ms() -> float:
+    """The driver's clock: anyio's monotonic time in milliseconds."""
+    return anyio.current_time() * 1000.0
+
+
+class DriverStoppedError(KafkaError):
+    """The client's network task has stopped (the client was closed, or a bug stopped it)."""
+
+
+class NetworkDriver:
+    """Runs `managers` (and the metadata manager) against `connections` in one task.
+
+    Start it with ``await task_group.start(driver.run)``; stop it with `stop`. Application
+    code never calls managers while a request is being handled: handlers run in the driver's
+    own tasks on the same event loop, and they are plain synchronous functions.
+    """
+
+    def __init__(
+        self,
+        connections: ConnectionManager,
+        metadata: MetadataManager,
+        managers: Sequence[RequestManager] = (),
+    ) -> None:
+        self.connections = connections
+        self.metadata = metadata
+        self._managers: list[RequestManager] = [metadata, *managers]
+        self._wake = anyio.Event()
+        self._metadata_event = anyio.Event()
+        self._metadata_version = metadata.version
+        self._stopping = False
+        self._running = False
+        self._fatal: BaseException | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- control --------------------------------------------------------------------------
+
+    def add_manager(self, manager: RequestManager) -> None:
+        self._managers.append(manager)
+        self.wakeup()
+
+    def wakeup(self) -> None:
+        """Make the loop run again now (after an application event or a response)."""
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        """The error that stopped the driver, if one did."""
+        return self._fatal
+
+    def check(self) -> None:
+        """Raise if the driver is not running (for application-side calls)."""
+        if self._fatal is not None:
+            raise DriverStoppedError(f"the client's network task failed: {self._fatal!r}") from (
+                self._fatal
+            )
+        if not self._running:
+            raise DriverStoppedError(
+                "the client is not started or already closed; use `async with` or start()"
+            )
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.wakeup()
+
+    async def wait_for_metadata(self, newer_than: int) -> None:
+        """Wait until the metadata snapshot's version is greater than `newer_than`."""
+        while self.metadata.version <= newer_than:
+            self.check()
+            await self._metadata_event.wait()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self._running = True
+            task_status.started()
+            try:
+                while not self._stopping:
+                    wait_ms = self.run_once()
+                    with anyio.move_on_after(min(wait_ms, MAX_IDLE_MS) / 1000.0):
+                        await self._wake.wait()
+                    self._wake = anyio.Event()
+            except Exception as exc:  # a manager bug: stop, and make every caller see it
+                log.exception("kafkaio network task stopped by an unexpected error")
+                self._fatal = exc
+            finally:
+                self._running = False
+                self._metadata_event.set()
+                tg.cancel_scope.cancel()
+
+    def run_once(self) -> float:
+        """Poll every manager once, start sending their requests; returns ms to sleep."""
+        assert self._tg is not None
+        now = now_ms()
+        wait = math.inf
+        for manager in self._managers:
+            result = manager.poll(now)
+            for request in result.requests:
+                self._tg.start_soon(self._send, request)
+            wait = min(wait, result.next_poll_ms)
+        self._publish_metadata()
+        return max(wait, 0.0)
+
+    def _publish_metadata(self) -> None:
+        version = self.metadata.version
+        if version == self._metadata_version:
+            return
+        self._metadata_version = version
+        cluster = self.metadata.cluster
+        self.connections.update_nodes(
+            {b.node_id: (b.host, b.port) for b in cluster.brokers.values()}
+        )
+        event, self._metadata_event = self._metadata_event, anyio.Event()
+        event.set()
+
+    async def _send(self, unsent: UnsentRequest) -> None:
+        response: Any = None
+        error: BaseException | None = None
+        try:
+            if unsent.node_id is None:
+                conn = await self.connections.least_loaded()
+            else:
+                conn = await self.connections.get(unsent.node_id)
+            if unsent.expect_response:
+                timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
+                response = await conn.send(unsent.request, timeout=timeout)
+            else:
+                await conn.send_no_response(unsent.request)
+        except KafkaError as exc:
+            error = exc
+        try:
+            unsent.handler(now_ms(), response, error)
+        except Exception as exc:
+            log.exception("a request handler failed; stopping the network task")
+            self._fatal = exc
+            self._stopping = True
+        self.wakeup()

@@ -1,0 +1,47 @@
+"""What a request manager hands the I/O driver: requests to send and when to poll it next.
+
+Mirrors the Java AsyncKafkaConsumer's RequestManager / UnsentRequest split, without threads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# The driver calls it once, with the time (ms) and either the response or the error.
+CompletionHandler = Callable[[float, Any, "BaseException | None"], None]
+
+
+@dataclass(slots=True)
+class UnsentRequest:
+    """One request a manager wants sent.
+
+    ``node_id`` None means any broker (the driver picks the least loaded one). ``handler``
+    receives ``(now_ms, response, None)`` or ``(now_ms, None, error)``; a timeout or a lost
+    connection is an error. ``timeout_ms`` None means the connection's request timeout.
+    """
+
+    node_id: int | None
+    request: Any
+    handler: CompletionHandler
+    timeout_ms: float | None = None
+    expect_response: bool = True
+
+
+@dataclass(slots=True)
+class PollResult:
+    """The requests to send now, and milliseconds from ``now`` until the next poll is due
+    (math.inf: not before a response, a failure or an application event arrives)."""
+
+    requests: list[UnsentRequest] = field(default_factory=list)
+    next_poll_ms: float = math.inf
+
+
+class RequestManager(Protocol):
+    """A sans-I/O state machine run by the I/O driver. It never reads a clock or a socket."""
+
+    def poll(self, now: float) -> PollResult:
+        """Requests to send at ``now`` (milliseconds) and when to be polled again."""
+        ...
