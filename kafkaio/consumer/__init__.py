@@ -1,0 +1,3 @@
+"""kafkaio.Consumer: the AsyncKafkaConsumer-style reactor consumer."""
+
+from __future__ import annotations
