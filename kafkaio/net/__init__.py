@@ -5,7 +5,6 @@ Sans-I/O parts (framing, inflight, sasl, backoff, config) never touch sockets; t
 
 from __future__ import annotations
 
-from kafkaio.net.backoff import ExponentialBackoff
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.connection import Connection, ConnectionState
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
@@ -15,6 +14,5 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionManager",
     "ConnectionState",
-    "ExponentialBackoff",
     "parse_bootstrap_servers",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
-from kafkaio.net.backoff import ExponentialBackoff
+from kafkaio.backoff import ExponentialBackoff
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.connection import Connection, describe_node
 
@@ -276,7 +276,7 @@ class ConnectionManager:
                 slot.conn = None
             elif slot.conn is not None:  # lost since last use: reconnect after a short backoff
                 slot.conn = None
-                delay = self._backoff.backoff_ms(0, self._rand) / 1000
+                delay = self._backoff.delay_ms(0, self._rand) / 1000
                 slot.next_attempt = max(slot.next_attempt, anyio.current_time() + delay)
             attempt = slot.attempt
             if attempt is not None:  # someone is connecting: share the outcome
@@ -298,7 +298,7 @@ class ConnectionManager:
             conn = await Connection.connect(slot.host, slot.port, self.config, node_id=slot.node_id)
         except KafkaError as exc:
             slot.failures += 1
-            delay = self._backoff.backoff_ms(slot.failures - 1, self._rand) / 1000
+            delay = self._backoff.delay_ms(slot.failures - 1, self._rand) / 1000
             slot.next_attempt = anyio.current_time() + delay
             slot.failed_attempt = generation
             slot.error = exc
