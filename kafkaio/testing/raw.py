@@ -54,7 +54,9 @@ async def produce(
             topic_data=[
                 m.ProduceRequest.TopicProduceData(
                     name=topic,
-                    partition_data=[m.ProduceRequest.PartitionProduceData(index=partition, records=batch)],
+                    partition_data=[
+                        m.ProduceRequest.PartitionProduceData(index=partition, records=batch)
+                    ],
                 )
             ],
         )
