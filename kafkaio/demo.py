@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 
 import anyio
 
@@ -15,7 +16,7 @@ from kafkaio.records import Compression
 from kafkaio.testing.raw import build_batches, fetch, produce
 from kafkaio.testing.tansu import TansuBroker
 
-TOPIC = "kafkaio-demo"
+TOPIC = f"kafkaio-demo-{uuid.uuid4().hex[:8]}"
 PARTITIONS = 3
 
 
@@ -23,9 +24,9 @@ async def run(bootstrap: str, records: int, value_size: int, compression: Compre
     async with Admin(bootstrap) as admin:
         cluster = await admin.describe_cluster()
         print(f"broker: {bootstrap} (cluster {cluster.cluster_id}, {len(cluster.brokers)} node)")
-        created = await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
-        if created[TOPIC].error is not None:
-            raise created[TOPIC].error
+        error = (await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]))[TOPIC].error
+        if error is not None:
+            raise error
         print(
             f"topic:  {TOPIC} ({PARTITIONS} partitions), {records:,} records of {value_size} B, "
             f"compression {compression.name.lower()}"

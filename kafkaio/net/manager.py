@@ -13,8 +13,8 @@ from typing import Any
 
 import anyio
 
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
 from kafkaio.backoff import ExponentialBackoff
+from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.connection import Connection, describe_node
 

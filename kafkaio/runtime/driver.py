@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from kafkaio.errors import KafkaError
+from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.requests import RequestManager, UnsentRequest
@@ -154,11 +154,20 @@ class NetworkDriver:
                 conn = await self.connections.least_loaded()
             else:
                 conn = await self.connections.get(unsent.node_id)
+            version = conn.version_for(type(unsent.request))
+            if unsent.max_version is not None and unsent.max_version < version:
+                version = unsent.max_version
+                low = conn.api_versions.get(type(unsent.request).API_KEY, (0, 0))[0]
+                if version < low:
+                    raise UnsupportedVersionError(
+                        f"{conn} speaks {type(unsent.request).__name__} v{low} or newer, but "
+                        f"this request can be sent only as v{version} or older"
+                    )
             if unsent.expect_response:
                 timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
-                response = await conn.send(unsent.request, timeout=timeout)
+                response = await conn.send(unsent.request, version=version, timeout=timeout)
             else:
-                await conn.send_no_response(unsent.request)
+                await conn.send_no_response(unsent.request, version=version)
         except KafkaError as exc:
             error = exc
         try:

@@ -21,6 +21,8 @@ class UnsentRequest:
     ``node_id`` None means any broker (the driver picks the least loaded one). ``handler``
     receives ``(now_ms, response, None)`` or ``(now_ms, None, error)``; a timeout or a lost
     connection is an error. ``timeout_ms`` None means the connection's request timeout.
+    ``max_version`` caps the negotiated API version (e.g. Fetch v12 when a topic has no id,
+    OffsetFetch v7 for the single-group layout); None means the highest both sides speak.
     """
 
     node_id: int | None
@@ -28,6 +30,7 @@ class UnsentRequest:
     handler: CompletionHandler
     timeout_ms: float | None = None
     expect_response: bool = True
+    max_version: int | None = None
 
 
 @dataclass(slots=True)
