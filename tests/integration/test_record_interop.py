@@ -45,22 +45,27 @@ async def _leader(admin: Admin, topic: str) -> Connection:
     return await Connection.connect(node.host, node.port, ConnectionConfig(), node_id=leader)
 
 
+async def _produce_with_kafkaio(
+    broker: BrokerInfo, topic: str, codec: Compression
+) -> list[tuple[bytes | None, bytes | None]]:
+    records = _records()
+    await broker.create_topic(topic, 1)
+    async with Admin(broker.bootstrap) as admin:
+        conn = await _leader(admin, topic)
+        try:
+            await produce(conn, topic, 0, build_batches(records, compression=codec, headers=HEADERS))
+        finally:
+            await conn.close()
+    return records
+
+
 @pytest.mark.parametrize("codec", CODECS, ids=IDS)
 async def test_aiokafka_reads_kafkaio_batches(
     kafka_broker: BrokerInfo, unique_topic: str, codec: Compression
 ) -> None:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    records = _records()
-    await kafka_broker.create_topic(unique_topic, 1)
-    async with Admin(kafka_broker.bootstrap) as admin:
-        conn = await _leader(admin, unique_topic)
-        try:
-            await produce(
-                conn, unique_topic, 0, build_batches(records, compression=codec, headers=HEADERS)
-            )
-        finally:
-            await conn.close()
+    records = await _produce_with_kafkaio(kafka_broker, unique_topic, codec)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest"
     )
@@ -86,16 +91,7 @@ async def test_confluent_reads_kafkaio_batches(
 ) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    records = _records()
-    await kafka_broker.create_topic(unique_topic, 1)
-    async with Admin(kafka_broker.bootstrap) as admin:
-        conn = await _leader(admin, unique_topic)
-        try:
-            await produce(
-                conn, unique_topic, 0, build_batches(records, compression=codec, headers=HEADERS)
-            )
-        finally:
-            await conn.close()
+    records = await _produce_with_kafkaio(kafka_broker, unique_topic, codec)
 
     def consume() -> list[tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]]:
         c = Consumer(
