@@ -6,5 +6,6 @@ __version__ = "0.1.0.dev0"
 
 from kafkaio.admin import Admin, NewTopic  # noqa: E402
 from kafkaio.metadata.cluster import TopicPartition  # noqa: E402
+from kafkaio.producer import Producer  # noqa: E402
 
-__all__ = ["Admin", "NewTopic", "TopicPartition", "__version__"]
+__all__ = ["Admin", "NewTopic", "Producer", "TopicPartition", "__version__"]

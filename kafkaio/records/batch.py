@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import Any, Final
 
 from crc32c import crc32c
 
 from kafkaio.errors import CorruptRecordError
 from kafkaio.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, decompress
 from kafkaio.records.legacy import LegacyRecordBatch, decode_legacy_batch
-from kafkaio.records.record import Record
+from kafkaio.records.record import Header, Record, RecordTuple
 from kafkaio.records.varint import decode_uvarint
 
 __all__ = ["RecordBatch", "iter_batches"]
@@ -35,13 +35,36 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 
 
-@dataclass(slots=True, eq=False)
 class RecordBatch:
     """A magic 2 record batch; iterate it to decode its records.
 
     ``payload`` holds the batch's record bytes (compressed or not) between ``start`` and
-    ``end``; nothing is decompressed or decoded until the batch is iterated.
+    ``end``; nothing is decompressed or decoded until the batch is iterated. A hand-written
+    slotted class (compared by identity) rather than a dataclass: one is built per batch, and
+    compiled with mypyc its constructor is native.
     """
+
+    __slots__ = (
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "crc",
+        "end",
+        "first_timestamp",
+        "last_offset_delta",
+        "magic",
+        "max_decompressed_size",
+        "max_timestamp",
+        "partition",
+        "partition_leader_epoch",
+        "payload",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "size_in_bytes",
+        "start",
+        "topic",
+    )
 
     base_offset: int
     partition_leader_epoch: int
@@ -62,6 +85,55 @@ class RecordBatch:
     start: int
     end: int
     max_decompressed_size: int
+
+    def __init__(
+        self,
+        base_offset: int,
+        partition_leader_epoch: int,
+        magic: int,
+        crc: int,
+        attributes: int,
+        last_offset_delta: int,
+        first_timestamp: int,
+        max_timestamp: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        record_count: int,
+        size_in_bytes: int,
+        topic: str | None,
+        partition: int | None,
+        payload: bytes,
+        start: int,
+        end: int,
+        max_decompressed_size: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.partition_leader_epoch = partition_leader_epoch
+        self.magic = magic
+        self.crc = crc
+        self.attributes = attributes
+        self.last_offset_delta = last_offset_delta
+        self.first_timestamp = first_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.record_count = record_count
+        self.size_in_bytes = size_in_bytes
+        self.topic = topic
+        self.partition = partition
+        self.payload = payload
+        self.start = start
+        self.end = end
+        self.max_decompressed_size = max_decompressed_size
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, record_count={self.record_count}, "
+            f"attributes={self.attributes:#x}, size_in_bytes={self.size_in_bytes}, "
+            f"topic={self.topic!r}, partition={self.partition!r})"
+        )
 
     @property
     def last_offset(self) -> int:
@@ -96,6 +168,19 @@ class RecordBatch:
 
     def records(self) -> list[Record]:
         """Decompress and decode every record of the batch."""
+        return self._decode(False)
+
+    def record_tuples(self) -> list[RecordTuple]:
+        """Every record as an ``(offset, timestamp, key, value, headers)`` tuple.
+
+        The same decoding (and validation) as ``records()`` without a Record object per
+        record: the cheapest way to turn a batch into another record type. Records without
+        headers share one empty tuple. Batch-level facts (timestamp type, leader epoch) are
+        attributes of the batch.
+        """
+        return self._decode(True)
+
+    def _decode(self, as_tuples: bool) -> list[Any]:
         codec = self.attributes & CODEC_MASK
         try:
             if codec:
@@ -104,8 +189,8 @@ class RecordBatch:
                     memoryview(self.payload)[self.start : self.end],
                     self.max_decompressed_size,
                 )
-                return _decode_records(data, 0, len(data), self)
-            return _decode_records(self.payload, self.start, self.end, self)
+                return _decode_records(data, 0, len(data), self, as_tuples)
+            return _decode_records(self.payload, self.start, self.end, self, as_tuples)
         except CorruptRecordError as exc:
             if exc.offset is not None:
                 raise
@@ -142,7 +227,15 @@ def iter_batches(
     pos = 0
     unpack_header = HEADER.unpack_from
     while n - pos >= LOG_OVERHEAD:
-        base_offset, length = _OFFSET_LENGTH.unpack_from(view, pos)
+        # One unpack serves both the framing and (for magic 2, whose batches are at least
+        # HEADER_SIZE long) the whole header; only the blob's tail can be shorter.
+        header = (
+            unpack_header(view, pos)
+            if n - pos >= HEADER_SIZE
+            else _OFFSET_LENGTH.unpack_from(view, pos)
+        )
+        base_offset = header[0]
+        length = header[1]
         if length < MIN_LEGACY_LENGTH:
             raise CorruptRecordError(
                 f"record batch length {length} is below the minimum of {MIN_LEGACY_LENGTH}",
@@ -162,7 +255,6 @@ def iter_batches(
                     partition=partition,
                     offset=base_offset,
                 )
-            header = unpack_header(view, pos)
             if verify_crc and crc32c(view[pos + CRC_START : batch_end]) != header[4]:
                 raise CorruptRecordError(
                     "record batch failed its CRC-32C check; the data was corrupted in transit "
@@ -228,11 +320,21 @@ def iter_batches(
         pos = batch_end
 
 
-def _decode_records(data: bytes, pos: int, end: int, batch: RecordBatch) -> list[Record]:
+# Signed values of zigzag varints below 2**14: every one- and two-byte varint of the record
+# format (lengths up to 8 KiB, deltas up to +-8191) is decoded by one list lookup.
+_ZIGZAG: Final[list[int]] = [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
+_NO_HEADERS: Final[tuple[Header, ...]] = ()
+
+
+def _decode_records(
+    data: bytes, pos: int, end: int, batch: RecordBatch, as_tuples: bool
+) -> list[Any]:
     """Decode ``batch.record_count`` records from ``data[pos:end]``.
 
-    Hot loop: varints of one or two bytes are decoded inline; IndexError from reading past
-    the data is turned into CorruptRecordError by the caller.
+    Returns Record objects, or (offset, timestamp, key, value, headers) tuples if
+    ``as_tuples``. The hot loop: one- and two-byte varints are decoded inline, the record
+    length is checked once against where its fields end, and IndexError from reading past the
+    data is turned into CorruptRecordError by the caller.
     """
     count = batch.record_count
     if count > (end - pos) // MIN_RECORD_SIZE:
@@ -241,105 +343,110 @@ def _decode_records(data: bytes, pos: int, end: int, batch: RecordBatch) -> list
         )
     base_offset = batch.base_offset
     first_timestamp = batch.first_timestamp
-    log_append_time = batch.attributes & TIMESTAMP_TYPE_MASK
     max_timestamp = batch.max_timestamp
-    records: list[Record] = []
-    append = records.append
+    log_append_time = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
+    zigzag = _ZIGZAG
+    out: list[Any] = []
     for _ in range(count):
-        # record length
-        b = data[pos]
-        if b < 0x80:
-            u = b
+        # record length: kept in its zigzag form, compared with the fields' extent below
+        size = data[pos]
+        if size < 0x80:
             pos += 1
         else:
-            b2 = data[pos + 1]
-            if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
+            b = data[pos + 1]
+            if b < 0x80:
+                size = (size & 0x7F) | (b << 7)
                 pos += 2
             else:
-                u, pos = decode_uvarint(data, pos)
-        record_end = pos + ((u >> 1) ^ -(u & 1))
-        if record_end > end or record_end < pos + MIN_RECORD_SIZE - 1:
-            raise CorruptRecordError(f"record length {(u >> 1) ^ -(u & 1)} is out of bounds")
+                size, pos = decode_uvarint(data, pos)
+        start = pos
         # attributes (unused), then timestamp delta
-        pos += 1
-        b = data[pos]
+        b = data[pos + 1]
         if b < 0x80:
-            u = b
-            pos += 1
+            delta = zigzag[b]
+            pos += 2
         else:
-            b2 = data[pos + 1]
+            b2 = data[pos + 2]
             if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
-                pos += 2
+                delta = zigzag[(b & 0x7F) | (b2 << 7)]
+                pos += 3
             else:
-                u, pos = decode_uvarint(data, pos)
-        timestamp = max_timestamp if log_append_time else first_timestamp + ((u >> 1) ^ -(u & 1))
+                u, pos = decode_uvarint(data, pos + 1)
+                delta = (u >> 1) ^ -(u & 1)
+        timestamp = max_timestamp if log_append_time else first_timestamp + delta
         # offset delta
         b = data[pos]
         if b < 0x80:
-            u = b
+            delta = zigzag[b]
             pos += 1
         else:
             b2 = data[pos + 1]
             if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
+                delta = zigzag[(b & 0x7F) | (b2 << 7)]
                 pos += 2
             else:
                 u, pos = decode_uvarint(data, pos)
-        offset = base_offset + ((u >> 1) ^ -(u & 1))
+                delta = (u >> 1) ^ -(u & 1)
+        offset = base_offset + delta
         # key
-        b = data[pos]
-        if b < 0x80:
-            u = b
+        u = data[pos]
+        if u < 0x80:
             pos += 1
         else:
             b2 = data[pos + 1]
             if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
+                u = (u & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 u, pos = decode_uvarint(data, pos)
-        if u == 1:
+        if u & 1:
+            if u != 1:
+                raise CorruptRecordError(f"record key length {(u >> 1) ^ -1} is negative")
             key = None
         else:
-            if u & 1:
-                raise CorruptRecordError(f"record key length {(u >> 1) ^ -1} is negative")
             u = pos + (u >> 1)
             key = data[pos:u]
             pos = u
         # value
-        b = data[pos]
-        if b < 0x80:
-            u = b
+        u = data[pos]
+        if u < 0x80:
             pos += 1
         else:
             b2 = data[pos + 1]
             if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
+                u = (u & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 u, pos = decode_uvarint(data, pos)
-        if u == 1:
+        if u & 1:
+            if u != 1:
+                raise CorruptRecordError(f"record value length {(u >> 1) ^ -1} is negative")
             value = None
         else:
-            if u & 1:
-                raise CorruptRecordError(f"record value length {(u >> 1) ^ -1} is negative")
             u = pos + (u >> 1)
             value = data[pos:u]
             pos = u
-        # headers
-        if data[pos] == 0:
+        # headers: almost always none (then Record makes its list on demand, tuples share ())
+        if data[pos]:
+            headers, pos = _decode_headers(data, pos, start + (size >> 1))
+            if as_tuples:
+                out.append((offset, timestamp, key, value, headers))
+            else:
+                out.append(Record(offset, timestamp, key, value, headers, batch))
+        elif as_tuples:
             pos += 1
-            if pos != record_end:
-                raise CorruptRecordError("record length does not match its fields")
-            append(Record(offset, timestamp, key, value, [], batch))
+            out.append((offset, timestamp, key, value, _NO_HEADERS))
         else:
-            headers, pos = _decode_headers(data, pos, record_end)
-            append(Record(offset, timestamp, key, value, headers, batch))
+            pos += 1
+            out.append(Record(offset, timestamp, key, value, None, batch))
+        if (pos - start) << 1 != size:
+            raise CorruptRecordError(
+                f"record length {(size >> 1) ^ -(size & 1)} does not match its fields "
+                f"({pos - start} bytes)"
+            )
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left over after the last record")
-    return records
+    return out
 
 
 def _decode_headers(

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Final
 
 from crc32c import crc32c
 
 from kafkaio.errors import KafkaConfigError, KafkaError
 from kafkaio.records.batch import CODEC_MASK, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from kafkaio.records.compression import Compression, compress
-from kafkaio.records.varint import SMALL_VARINTS, encode_uvarint, encode_varint
+from kafkaio.records.varint import NONNEG_VARINTS, encode_varint
 
 __all__ = ["BatchBuilder"]
 
 _CRC = struct.Struct(">I")
 _CRC_OFFSET = 17
-_SMALL_LIMIT = len(SMALL_VARINTS)
+_VARINTS_LIMIT: Final = len(NONNEG_VARINTS)
 # Upper bound of a record's fixed overhead: length(5) attributes(1) timestamp delta(10)
 # offset delta(5) key length(5) value length(5) header count(5).
 _MAX_RECORD_OVERHEAD = 36
@@ -81,7 +82,9 @@ class BatchBuilder:
             )
         if timestamp_type not in (0, 1):
             raise KafkaConfigError(f"timestamp_type must be 0 or 1, got {timestamp_type!r}")
-        self.compression = Compression.parse(compression)
+        self.compression: Compression = (
+            compression if isinstance(compression, Compression) else Compression.parse(compression)
+        )
         self._attributes = (
             int(self.compression)
             | (0x08 if timestamp_type else 0)
@@ -122,41 +125,46 @@ class BatchBuilder:
         headers: Headers | None = None,
     ) -> int | None:
         """Add a record; return its encoded size, or None (nothing added) if the batch is full."""
-        small = SMALL_VARINTS
+        varints = NONNEG_VARINTS
         count = self._count
         if count:
             delta = timestamp_ms - self._first_timestamp
-            u = (delta << 1) ^ (delta >> 63)
-            ts_bytes = small[u] if u < _SMALL_LIMIT else encode_uvarint(u)
+            ts = varints[delta] if 0 <= delta < _VARINTS_LIMIT else encode_varint(delta)
         else:
-            ts_bytes = b"\x00"
-        u = count << 1
-        body = b"\x00" + ts_bytes + (small[u] if u < _SMALL_LIMIT else encode_uvarint(u))
+            ts = b"\x00"
+        offset_delta = varints[count] if count < _VARINTS_LIMIT else encode_varint(count)
         if key is None:
-            body += b"\x01"
+            key_length = b"\x01"
             key = b""
         else:
-            u = len(key) << 1
-            body += small[u] if u < _SMALL_LIMIT else encode_uvarint(u)
+            n = len(key)
+            key_length = varints[n] if n < _VARINTS_LIMIT else encode_varint(n)
         if value is None:
-            value_prefix = b"\x01"
+            value_length = b"\x01"
             value = b""
         else:
-            u = len(value) << 1
-            value_prefix = small[u] if u < _SMALL_LIMIT else encode_uvarint(u)
-        header_bytes = _encode_headers(headers) if headers else b"\x00"
-        length = len(body) + len(key) + len(value_prefix) + len(value) + len(header_bytes)
-        u = length << 1
-        length_prefix = small[u] if u < _SMALL_LIMIT else encode_uvarint(u)
-        size = len(length_prefix) + length
+            n = len(value)
+            value_length = varints[n] if n < _VARINTS_LIMIT else encode_varint(n)
+        body = b"".join(
+            (
+                b"\x00",  # attributes
+                ts,
+                offset_delta,
+                key_length,
+                key,
+                value_length,
+                value,
+                _encode_headers(headers) if headers else b"\x00",
+            )
+        )
+        n = len(body)
+        length = varints[n] if n < _VARINTS_LIMIT else encode_varint(n)
+        size = len(length) + n
         buf = self._buf
         if count and len(buf) + size > self._batch_size:
             return None
-        buf += length_prefix + body
-        buf += key
-        buf += value_prefix
-        buf += value
-        buf += header_bytes
+        buf += length
+        buf += body
         if count:
             if timestamp_ms > self._max_timestamp:
                 self._max_timestamp = timestamp_ms

@@ -65,6 +65,11 @@ class Compression(IntEnum):
     @classmethod
     def parse(cls, value: str | int) -> Compression:
         """Return the codec named or numbered by ``value`` ("none", "gzip", "snappy", "lz4", "zstd")."""
+        if isinstance(value, cls):  # the common cases first: Enum's own lookup is slow
+            return value
+        member = _BY_KEY.get(value) if isinstance(value, (int, str)) else None
+        if member is not None:
+            return member
         if isinstance(value, str):
             member = cls._missing_(value)
             if member is not None:
@@ -76,6 +81,13 @@ class Compression(IntEnum):
                 pass
         names = ", ".join(m.name.lower() for m in cls)
         raise KafkaConfigError(f"unknown compression type {value!r}: use one of {names}")
+
+
+# Ids and lowercase names of every codec, for Compression.parse's fast path.
+_BY_KEY: dict[int | str, Compression] = {
+    **{int(member): member for member in Compression},
+    **{member.name.lower(): member for member in Compression},
+}
 
 
 class _Local(threading.local):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kafkaio.errors import CorruptRecordError
 from kafkaio.records.compression import Compression, decompress
-from kafkaio.records.record import Record
+from kafkaio.records.record import Record, RecordTuple
 
 __all__ = ["LegacyRecordBatch", "decode_legacy_batch"]
 
@@ -72,6 +72,10 @@ class LegacyRecordBatch:
 
     def records(self) -> list[Record]:
         return list(self.decoded)
+
+    def record_tuples(self) -> list[RecordTuple]:
+        """Every record as an ``(offset, timestamp, key, value, headers)`` tuple."""
+        return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in self.decoded]
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.decoded)
@@ -157,7 +161,7 @@ def decode_legacy_batch(
         codec = wrapper.attributes & _CODEC_MASK
         if not codec:
             batch.decoded.append(
-                Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value, [], batch)
+                Record(wrapper.offset, wrapper.timestamp, wrapper.key, wrapper.value, None, batch)
             )
             return batch
         if wrapper.value is None:
@@ -179,7 +183,7 @@ def decode_legacy_batch(
         for message in inner:
             timestamp = wrapper.timestamp if log_append else message.timestamp
             records.append(
-                Record(message.offset + delta, timestamp, message.key, message.value, [], batch)
+                Record(message.offset + delta, timestamp, message.key, message.value, None, batch)
             )
         batch.base_offset = records[0].offset
         batch.last_offset = records[-1].offset

@@ -5,9 +5,18 @@ Helpers for the encoder and for the decoders' slow path; hot loops inline the 1-
 
 from __future__ import annotations
 
+from typing import Final
+
 from kafkaio.errors import CorruptRecordError
 
-__all__ = ["SMALL_VARINTS", "decode_uvarint", "encode_uvarint", "encode_varint", "size_of_varint"]
+__all__ = [
+    "NONNEG_VARINTS",
+    "SMALL_VARINTS",
+    "decode_uvarint",
+    "encode_uvarint",
+    "encode_varint",
+    "size_of_varint",
+]
 
 _MAX_SHIFT = 63
 
@@ -23,7 +32,10 @@ def encode_uvarint(value: int) -> bytes:
 
 
 # Zigzag varint bytes for zigzag values below 2048 (signed -1024..1023): lengths, deltas.
-SMALL_VARINTS = [encode_uvarint(u) for u in range(2048)]
+SMALL_VARINTS: Final[list[bytes]] = [encode_uvarint(u) for u in range(2048)]
+# Zigzag varint bytes of the values 0..4095 (at most two bytes each): what the encoder's hot
+# path writes for lengths, offset deltas and timestamp deltas, by one list lookup.
+NONNEG_VARINTS: Final[list[bytes]] = [encode_uvarint(n << 1) for n in range(4096)]
 
 
 def encode_varint(value: int) -> bytes:

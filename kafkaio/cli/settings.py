@@ -1,0 +1,93 @@
+"""Connection settings of the command-line tool: the bootstrap servers (flag or
+environment) and a ``key=value`` properties file with security settings."""
+
+from __future__ import annotations
+
+import os
+import ssl
+from pathlib import Path
+from typing import Any
+
+from kafkaio.errors import KafkaConfigError
+
+BOOTSTRAP_ENV = "KAFKAIO_BOOTSTRAP_SERVERS"
+
+# Properties-file keys (dots or underscores) the tool accepts, mapped to client options.
+_STRING_KEYS = (
+    "client_id",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+)
+_INT_KEYS = ("request_timeout_ms", "connect_timeout_ms")
+_SSL_KEYS = ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_check_hostname")
+
+
+def resolve_bootstrap(flag: str | None) -> str:
+    """`--bootstrap`, else $KAFKAIO_BOOTSTRAP_SERVERS; a usage error when neither is set."""
+    value = flag or os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if not value:
+        raise KafkaConfigError(
+            f"no bootstrap servers: pass -b HOST:PORT or set {BOOTSTRAP_ENV} "
+            "(run `kafkaio broker` to start a local broker)"
+        )
+    return value
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Parse a small properties file: ``key=value`` lines, ``#`` comments, blank lines."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KafkaConfigError(f"cannot read config file {path!r}: {exc.strerror}") from None
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise KafkaConfigError(f"{path}:{number}: expected key=value, got {raw.strip()!r}")
+        props[key.strip().replace(".", "_").lower()] = value.strip()
+    return props
+
+
+def client_options(props: dict[str, str]) -> dict[str, Any]:
+    """Client options from properties: strings, ints, and an SSLContext from ssl_* files."""
+    options: dict[str, Any] = {}
+    for key, value in props.items():
+        if key in _STRING_KEYS:
+            options[key] = value
+        elif key in _INT_KEYS:
+            try:
+                options[key] = int(value)
+            except ValueError:
+                raise KafkaConfigError(f"{key} must be an integer, got {value!r}") from None
+        elif key not in _SSL_KEYS:
+            known = ", ".join(sorted(_STRING_KEYS + _INT_KEYS + _SSL_KEYS))
+            raise KafkaConfigError(f"unknown config key {key!r}; known keys: {known}")
+    if any(props.get(k) for k in ("ssl_cafile", "ssl_certfile")):
+        options["ssl_context"] = ssl_context(props)
+        options.setdefault("security_protocol", "SSL")
+    if "ssl_check_hostname" in props:
+        options["ssl_check_hostname"] = props["ssl_check_hostname"].lower() in ("1", "true", "yes")
+    return options
+
+
+def ssl_context(props: dict[str, str]) -> ssl.SSLContext:
+    """A client TLS context trusting `ssl_cafile` (else the system CAs), with a client
+    certificate from `ssl_certfile`/`ssl_keyfile` when given."""
+    try:
+        context = ssl.create_default_context(cafile=props.get("ssl_cafile") or None)
+        if props.get("ssl_certfile"):
+            context.load_cert_chain(
+                props["ssl_certfile"],
+                props.get("ssl_keyfile") or None,
+                props.get("ssl_password") or None,
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise KafkaConfigError(f"cannot set up TLS from the config file: {exc}") from None
+    if props.get("ssl_check_hostname", "true").lower() in ("0", "false", "no"):
+        context.check_hostname = False
+    return context

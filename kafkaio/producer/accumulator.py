@@ -1,0 +1,265 @@
+"""RecordAccumulator: per-partition queues of batches, readiness, draining and expiry.
+
+Sans-I/O: the application appends, the Sender polls it with the time; nothing here waits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
+from kafkaio.producer.future import DeliveryFuture
+from kafkaio.producer.memory import MemoryBudget
+from kafkaio.records import BatchBuilder, Compression
+from kafkaio.records.builder import Headers
+
+# ProduceRequest bytes besides the batches: header, acks, timeout, topic and partition entries.
+REQUEST_OVERHEAD = 128
+PER_PARTITION_OVERHEAD = 16
+
+
+class AppendResult:
+    """What ``append`` did: the record's future, its size, and whether to wake the sender."""
+
+    __slots__ = ("future", "size", "new_batch", "batch_full")
+
+    def __init__(self, future: DeliveryFuture, size: int, new_batch: bool, batch_full: bool):
+        self.future = future
+        self.size = size
+        self.new_batch = new_batch
+        self.batch_full = batch_full
+
+
+class RecordAccumulator:
+    """Collects records into batches per partition until the Sender drains them.
+
+    A partition's head batch is ready to send when it is full (or followed by another
+    batch), when ``linger_ms`` passed since it was created, while a flush or close is in
+    progress, or while a producer waits for memory. Batches not sent ``delivery_timeout_ms``
+    after they were created expire. Batches to retry go back to the front of their queue,
+    ordered by sequence number, and wait ``retry_at_ms``.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        compression: Compression,
+        linger_ms: float,
+        delivery_timeout_ms: float,
+        memory: MemoryBudget,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self._clock = clock  # read only when a batch is created (see append)
+        self.compression = compression
+        self.linger_ms = linger_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.memory = memory
+        self._deques: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: dict[ProducerBatch, None] = {}  # insertion-ordered set
+        self._flushes = 0
+        self.closing = False
+        self._drain_index: dict[int, int] = {}
+
+    # -- application side ----------------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        now: float | None,
+        reserved: int,
+    ) -> AppendResult:
+        """Append a record (its memory already reserved) to the partition's open batch.
+
+        ``now`` None reads the clock given at construction, and only if a batch is created.
+        """
+        dq = self._deques.get(tp)
+        if dq is None:
+            dq = self._deques[tp] = deque()
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        if dq:
+            batch = dq[-1]
+            if not batch.closed:
+                size = batch.builder.append(timestamp, key, value, headers)
+                if size is not None:
+                    fut = DeliveryFuture(batch, len(batch.futures), timestamp, key_size, value_size)
+                    batch.futures.append(fut)
+                    batch.reserved_bytes += reserved
+                    full = batch.builder.size_in_bytes() >= self.batch_size
+                    if full:
+                        batch.closed = True
+                    return AppendResult(fut, size, False, full)
+                batch.closed = True
+        if now is None:
+            assert self._clock is not None, "pass now, or a clock to the constructor"
+            now = self._clock()
+        builder = BatchBuilder(compression=self.compression, batch_size=self.batch_size)
+        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout_ms)
+        size = builder.append(timestamp, key, value, headers)
+        assert size is not None  # the first record always fits
+        fut = DeliveryFuture(batch, 0, timestamp, key_size, value_size)
+        batch.futures.append(fut)
+        batch.reserved_bytes = reserved
+        dq.append(batch)
+        self._incomplete[batch] = None
+        full = builder.size_in_bytes() >= self.batch_size
+        if full:
+            batch.closed = True
+        return AppendResult(fut, size, True, full or len(dq) > 1)
+
+    # -- sender side ---------------------------------------------------------------------
+
+    def ready(
+        self, now: float, leader_for: Callable[[TopicPartition], int | None]
+    ) -> tuple[dict[int, list[TopicPartition]], float, bool]:
+        """Group partitions holding batches by leader, for leaders with a ready partition.
+
+        Returns (node -> partitions with data, ms until the next batch may become ready,
+        whether a ready partition has no known leader).
+        """
+        urgent = self._flushes > 0 or self.closing or self.memory.waiters > 0
+        linger = self.linger_ms
+        by_node: dict[int, list[TopicPartition]] = {}
+        ready_nodes: set[int] = set()
+        next_ms = math.inf
+        unknown_leader = False
+        for tp, dq in self._deques.items():
+            if not dq:
+                continue
+            head = dq[0]
+            if head.attempts:
+                wait = head.retry_at_ms - now
+            elif urgent or head.closed or len(dq) > 1:
+                wait = 0.0
+            else:
+                wait = head.created_ms + linger - now
+            leader = leader_for(tp)
+            if leader is None:
+                if wait <= 0:
+                    unknown_leader = True
+                else:
+                    next_ms = min(next_ms, wait)
+                continue
+            by_node.setdefault(leader, []).append(tp)
+            if wait <= 0:
+                ready_nodes.add(leader)
+            else:
+                next_ms = min(next_ms, wait)
+        return {n: tps for n, tps in by_node.items() if n in ready_nodes}, next_ms, unknown_leader
+
+    def drain(
+        self,
+        node: int,
+        partitions: Sequence[TopicPartition],
+        max_request_size: int,
+        now: float,
+        may_send: Callable[[ProducerBatch], bool],
+    ) -> list[ProducerBatch]:
+        """Take at most one batch per partition for one ProduceRequest to ``node``.
+
+        Starts where the last drain for the node stopped, so no partition starves; stops
+        before the request would exceed ``max_request_size``. ``may_send(batch)`` lets the
+        sender hold a batch back (ordering, idempotence); held partitions are skipped.
+        """
+        count = len(partitions)
+        if not count:
+            return []
+        start = self._drain_index.get(node, 0) % count
+        size = REQUEST_OVERHEAD
+        out: list[ProducerBatch] = []
+        for i in range(count):
+            tp = partitions[(start + i) % count]
+            dq = self._deques.get(tp)
+            if not dq:
+                continue
+            batch = dq[0]
+            if batch.attempts and batch.retry_at_ms > now:
+                continue
+            batch_size = batch.size_in_bytes() + PER_PARTITION_OVERHEAD
+            if out and size + batch_size > max_request_size:
+                self._drain_index[node] = (start + i) % count
+                return out
+            if not may_send(batch):
+                continue
+            dq.popleft()
+            batch.closed = True
+            out.append(batch)
+            size += batch_size
+        self._drain_index[node] = (start + 1) % count
+        return out
+
+    def reenqueue(self, batch: ProducerBatch, retry_at_ms: float) -> None:
+        """Put a batch back to be retried at ``retry_at_ms``, before newer batches.
+
+        Batches with sequence numbers stay in sequence order (idempotence needs it).
+        """
+        batch.in_flight = False
+        batch.attempts += 1
+        batch.retry_at_ms = retry_at_ms
+        dq = self._deques.setdefault(batch.tp, deque())
+        seq = batch.base_sequence
+        index = 0
+        if seq != NO_SEQUENCE:
+            for index, queued in enumerate(dq):  # noqa: B007 - index used after the loop
+                if queued.base_sequence == NO_SEQUENCE or queued.base_sequence > seq:
+                    break
+            else:
+                index = len(dq)
+        dq.insert(index, batch)
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued batches whose delivery deadline has passed."""
+        expired: list[ProducerBatch] = []
+        for dq in self._deques.values():
+            while dq and dq[0].deadline_ms <= now:
+                expired.append(dq.popleft())
+        return expired
+
+    def next_deadline_ms(self) -> float:
+        """The earliest delivery deadline of a queued batch (math.inf: none queued)."""
+        return min((dq[0].deadline_ms for dq in self._deques.values() if dq), default=math.inf)
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Forget a completed batch and give its memory back."""
+        if batch in self._incomplete:
+            del self._incomplete[batch]
+            self.memory.release(batch.reserved_bytes)
+
+    def queued_batches(self) -> list[ProducerBatch]:
+        """Every batch not drained yet (or waiting to be retried)."""
+        return [b for dq in self._deques.values() for b in dq]
+
+    def abort_queued(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch (the caller fails them)."""
+        out = self.queued_batches()
+        for dq in self._deques.values():
+            dq.clear()
+        return out
+
+    def queued_partitions(self) -> Iterable[TopicPartition]:
+        return [tp for tp, dq in self._deques.items() if dq]
+
+    # -- flush ---------------------------------------------------------------------------
+
+    def incomplete(self) -> list[ProducerBatch]:
+        """Batches appended and not yet completed (what a flush waits for)."""
+        return list(self._incomplete)
+
+    def begin_flush(self) -> None:
+        self._flushes += 1
+
+    def end_flush(self) -> None:
+        self._flushes -= 1
+
+    @property
+    def has_incomplete(self) -> bool:
+        return bool(self._incomplete)

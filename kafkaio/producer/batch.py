@@ -1,0 +1,147 @@
+"""ProducerBatch: the records of one partition travelling together, and their completion.
+
+Sans-I/O apart from ``wait`` (an anyio Event, made only if someone awaits before the end).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer.future import DeliveryFuture
+from kafkaio.records import BatchBuilder
+
+NO_SEQUENCE = -1
+
+log = logging.getLogger("kafkaio.producer")
+
+
+class ProducerBatch:
+    """Records appended to one partition, sent in one ProduceRequest, completed at once.
+
+    ``deadline_ms`` is creation time + delivery_timeout_ms: a batch still undelivered then
+    fails. ``base_sequence`` is assigned when the batch is first drained by an idempotent
+    producer and kept across retries (until an epoch bump re-sequences pending batches).
+    """
+
+    __slots__ = (
+        "tp",
+        "builder",
+        "created_ms",
+        "deadline_ms",
+        "attempts",
+        "retry_at_ms",
+        "last_error",
+        "base_sequence",
+        "producer_id",
+        "producer_epoch",
+        "reserved_bytes",
+        "futures",
+        "with_callbacks",
+        "in_flight",
+        "closed",
+        "done",
+        "error",
+        "base_offset",
+        "log_append_time",
+        "_payload",
+        "_event",
+    )
+
+    def __init__(
+        self, tp: TopicPartition, builder: BatchBuilder, now: float, deadline: float
+    ) -> None:
+        self.tp = tp
+        self.builder = builder
+        self.created_ms = now
+        self.deadline_ms = deadline
+        self.attempts = 0
+        self.retry_at_ms = 0.0
+        self.last_error: BaseException | None = None  # why the last attempt failed
+        self.base_sequence = NO_SEQUENCE
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.reserved_bytes = 0
+        self.futures: list[DeliveryFuture] = []
+        self.with_callbacks: list[DeliveryFuture] = []
+        self.in_flight = False
+        self.closed = False  # no more appends (full, drained or being retried)
+        self.done = False
+        self.error: BaseException | None = None
+        self.base_offset = -1
+        self.log_append_time = -1
+        self._payload: bytes | None = None
+        self._event: anyio.Event | None = None
+
+    @property
+    def record_count(self) -> int:
+        return self.builder.record_count
+
+    def size_in_bytes(self) -> int:
+        """Uncompressed size with header: an upper bound of the encoded size."""
+        return self.builder.size_in_bytes()
+
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        if (producer_id, epoch, base_sequence) != (
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+        ):
+            self.producer_id, self.producer_epoch = producer_id, epoch
+            self.base_sequence = base_sequence
+            self._payload = None
+
+    def payload(self) -> bytes:
+        """The encoded (compressed) batch; built once and reused by retries."""
+        if self._payload is None:
+            builder = self.builder
+            builder.set_producer_state(self.producer_id, self.producer_epoch, self.base_sequence)
+            self._payload = builder.build(0)
+        return self._payload
+
+    # -- completion ----------------------------------------------------------------------
+
+    def complete(self, base_offset: int, log_append_time: int) -> bool:
+        """Mark delivered at ``base_offset``; False if it was already completed."""
+        if self.done:
+            return False
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self._finish()
+        return True
+
+    def fail(self, error: BaseException) -> bool:
+        """Mark failed with ``error``; False if it was already completed."""
+        if self.done:
+            return False
+        self.error = error
+        self._finish()
+        return True
+
+    def _finish(self) -> None:
+        self.done = True
+        self.in_flight = False
+        self._payload = None
+        if self._event is not None:
+            self._event.set()
+        for fut in self.with_callbacks:
+            try:
+                fut._run_callbacks()
+            except Exception:  # a user callback must not stop the network task
+                log.exception("a delivery callback of a record for %s raised", self.tp)
+        self.with_callbacks = []
+
+    async def wait(self) -> None:
+        """Wait until the batch is completed (delivered or failed)."""
+        if not self.done:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.tp} records={self.record_count} seq={self.base_sequence} "
+            f"attempts={self.attempts} done={self.done}>"
+        )

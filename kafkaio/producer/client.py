@@ -1,0 +1,441 @@
+"""kafkaio.Producer: the application side of producing (serialize, partition, append, await).
+
+The network side is the Sender, a request manager run by the NetworkDriver in one task.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from kafkaio.backoff import ExponentialBackoff
+from kafkaio.config import split_connection_options
+from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.net.manager import ConnectionManager
+from kafkaio.producer.accumulator import RecordAccumulator
+from kafkaio.producer.batch import ProducerBatch
+from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
+from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
+from kafkaio.producer.future import DeliveryFuture, RecordMetadata
+from kafkaio.producer.idempotence import IdempotenceManager, IdState
+from kafkaio.producer.memory import MemoryBudget
+from kafkaio.producer.partitioner import DefaultPartitioner
+from kafkaio.producer.sender import Sender
+from kafkaio.records import BatchBuilder
+from kafkaio.runtime.driver import NetworkDriver, now_ms
+
+log = logging.getLogger("kafkaio.producer")
+
+HeadersArg = Sequence[tuple[str, "bytes | None"]] | Mapping[str, "bytes | None"] | None
+_BYTES = (bytes, bytearray, memoryview)
+
+
+@dataclass(slots=True)
+class ProducerRecord:
+    """A record as interceptors see it in ``on_send`` (they may return a changed copy)."""
+
+    topic: str
+    value: Any
+    key: Any = None
+    partition: int | None = None
+    headers: HeadersArg = None
+    timestamp_ms: int | None = None
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class Producer:
+    """An asynchronous Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
+
+    ``await p.send(topic, value, key=...)`` returns the RecordMetadata once the broker acked;
+    ``await p.enqueue(...)`` returns a DeliveryFuture as soon as the record is buffered
+    (waiting only while ``buffer_memory`` is full). Options: the Java client's producer
+    settings in snake_case (acks, linger_ms, batch_size, buffer_memory, compression_type,
+    max_request_size, delivery_timeout_ms, retry_backoff_ms, retry_backoff_max_ms,
+    enable_idempotence, partitioner, metadata_max_age_ms, max_block_ms, key_serializer,
+    value_serializer, interceptors) plus every connection option (client_id,
+    request_timeout_ms, max_in_flight_requests_per_connection, security_protocol, ...).
+
+    Call ``start``/``close`` from the same task (``async with`` does). Every record handed
+    to the producer ends with metadata or an error: ``close`` flushes, and records it could
+    not deliver fail with ProducerClosedError.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
+        options.setdefault("client_id", "kafkaio-producer")
+        conn_config, own = split_connection_options(options, PRODUCER_OPTIONS, "Producer")
+        config = self.config = ProducerConfig.from_options(own, conn_config)
+        self._bootstrap = bootstrap_servers
+        self._conn_config = conn_config
+        backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        self._metadata = MetadataManager(
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            allow_auto_topic_creation=True,
+        )
+        self._memory = MemoryBudget(config.buffer_memory)
+        self._accumulator = RecordAccumulator(
+            batch_size=config.batch_size,
+            compression=config.compression_type,
+            linger_ms=config.linger_ms,
+            delivery_timeout_ms=config.delivery_timeout_ms,
+            memory=self._memory,
+            clock=now_ms,
+        )
+        self._idempotence = IdempotenceManager(
+            enabled=config.idempotence_wanted,
+            required=config.idempotence_required,
+            backoff=backoff,
+        )
+        self._acks_interceptors = [
+            i for i in config.interceptors if hasattr(i, "on_acknowledgement")
+        ]
+        self._send_interceptors = [i for i in config.interceptors if hasattr(i, "on_send")]
+        self._sender = Sender(
+            config,
+            self._accumulator,
+            self._metadata,
+            self._idempotence,
+            backoff=backoff,
+            on_batch_done=self._acknowledge if self._acks_interceptors else None,
+        )
+        self._partitioner = DefaultPartitioner(config.batch_size)
+        self._custom_partitioner = config.partitioner
+        self._topics: dict[str, tuple[int, list[int], list[int]]] = {}
+        self._state = _State.NEW
+        self._driver: NetworkDriver | None = None
+        self._connections: ConnectionManager | None = None
+        self._stack: AsyncExitStack | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the network task and load cluster metadata (fails if no broker answers)."""
+        if self._state is not _State.NEW:
+            raise KafkaError("a Producer can be started once; make a new one")
+        self._connections = ConnectionManager(self._bootstrap, self._conn_config)
+        self._driver = NetworkDriver(self._connections, self._metadata, [self._sender])
+        self._stack = AsyncExitStack()
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        await tg.start(self._run_driver)
+        self._state = _State.RUNNING
+        with anyio.move_on_after(self.config.max_block_ms / 1000.0):
+            await self._driver.wait_for_metadata(0)
+        if self._metadata.version == 0:
+            error = self._metadata.last_error
+            await self.close(timeout=0)
+            raise KafkaConnectionError(
+                f"the producer got no metadata from {self._bootstrap} within max_block_ms "
+                f"({self.config.max_block_ms:g} ms); last error: {error}. Check "
+                "bootstrap_servers and that the brokers are running"
+            )
+        config = self.config
+        if config.enable_idempotence is None and not config.idempotence_wanted:
+            log.info(
+                "idempotence is off: acks=%s and max_in_flight=%d (it needs acks='all' and "
+                "at most 5 in flight)",
+                config.acks,
+                config.max_in_flight,
+            )
+        log.info(
+            "producer started (client_id=%s, acks=%s, compression=%s)",
+            self._conn_config.client_id,
+            config.acks,
+            config.compression_type.name.lower(),
+        )
+
+    async def _run_driver(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        assert self._driver is not None
+        try:
+            await self._driver.run(task_status=task_status)
+        finally:
+            fatal = self._driver.fatal_error
+            if fatal is not None:
+                self._sender.abort(
+                    ProducerClosedError(f"the producer's network task failed: {fatal!r}")
+                )
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (for up to ``timeout`` seconds; None: until every record completes), then
+        stop. Records still undelivered then fail with ProducerClosedError."""
+        if self._state in (_State.CLOSED, _State.CLOSING):
+            return
+        was_running = self._state is _State.RUNNING
+        self._state = _State.CLOSING
+        driver = self._driver
+        try:
+            if was_running and driver is not None and driver.running:
+                self._accumulator.closing = True
+                driver.wakeup()
+                try:
+                    await self._wait_for(self._accumulator.incomplete(), timeout)
+                except KafkaTimeoutError:
+                    pass
+            left = self._sender.abort(
+                ProducerClosedError(
+                    "the producer was closed before this record was delivered (close() "
+                    "timed out or the record could not be sent); call flush() before "
+                    "close(), or give close() a longer timeout"
+                )
+            )
+            if left:
+                log.warning("producer closed with %d undelivered records (failed)", left)
+        finally:
+            if driver is not None:
+                driver.stop()
+            if self._stack is not None:
+                await self._stack.aclose()
+            if self._connections is not None:
+                await self._connections.close()
+            self._state = _State.CLOSED
+            log.info("producer closed")
+
+    # -- producing -----------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: HeadersArg = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait until the broker acknowledged it."""
+        future = await self.enqueue(topic, value, key, partition, headers, timestamp_ms)
+        return await future
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: HeadersArg = None,
+        timestamp_ms: int | None = None,
+    ) -> DeliveryFuture:
+        """Buffer one record and return its DeliveryFuture.
+
+        Waits only while the topic's metadata is unknown or ``buffer_memory`` is full (both
+        at most ``max_block_ms``: then KafkaTimeoutError). Raises RecordTooLargeError for a
+        record larger than max_request_size or buffer_memory.
+        """
+        self._check_open()
+        if self._send_interceptors:
+            record = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            for interceptor in self._send_interceptors:
+                try:
+                    changed = interceptor.on_send(record)
+                except Exception:
+                    log.exception("interceptor %r failed in on_send", interceptor)
+                    continue
+                if isinstance(changed, ProducerRecord):
+                    record = changed
+            topic, value, key = record.topic, record.value, record.key
+            partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
+        config = self.config
+        key_bytes = _serialize(config.key_serializer, key, "key")
+        value_bytes = _serialize(config.value_serializer, value, "value")
+        header_list = _headers(headers)
+        size = BatchBuilder.estimate_size_in_bytes(key_bytes, value_bytes, header_list)
+        if size > config.max_request_size or size > config.buffer_memory:
+            raise RecordTooLargeError(
+                f"a record for {topic!r} is about {size} bytes serialized, more than "
+                f"max_request_size ({config.max_request_size}) or buffer_memory "
+                f"({config.buffer_memory}); send a smaller record or raise those limits"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        version, partitions, available = await self._partitions(topic)
+        if partition is None:
+            if self._custom_partitioner is not None:
+                partition = self._custom_partitioner(key_bytes, partitions, available)
+            else:
+                partition = self._partitioner.partition(topic, key_bytes, partitions, available)
+        elif not 0 <= partition < len(partitions):
+            raise KafkaConfigError(
+                f"partition {partition} of topic {topic!r} does not exist: the topic has "
+                f"{len(partitions)} partitions (0..{len(partitions) - 1})"
+            )
+        memory = self._memory
+        if not memory.try_reserve(size):
+            assert self._driver is not None
+            self._driver.wakeup()  # while we wait, every batch counts as ready
+            await memory.reserve(size, config.max_block_ms)
+            try:
+                self._check_open()
+            except KafkaError:
+                memory.release(size)
+                raise
+        result = self._accumulator.append(
+            TopicPartition(topic, partition),
+            timestamp_ms,
+            key_bytes,
+            value_bytes,
+            header_list,
+            None,
+            size,
+        )
+        if key_bytes is None and self._custom_partitioner is None:
+            self._partitioner.on_append(topic, None, partition, result.size)
+        if result.new_batch or result.batch_full:
+            assert self._driver is not None
+            self._driver.wakeup()
+        return result.future
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until it is acknowledged or failed.
+
+        Raises KafkaTimeoutError after ``timeout`` seconds; the records stay in the producer.
+        Record errors are not raised here: they are in each record's future.
+        """
+        self._check_open()
+        assert self._driver is not None
+        self._accumulator.begin_flush()
+        self._driver.wakeup()
+        try:
+            await self._wait_for(self._accumulator.incomplete(), timeout)
+        finally:
+            self._accumulator.end_flush()
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of records held by the producer now (at most ``buffer_memory``)."""
+        return self._memory.used
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition indexes of ``topic`` (waits for its metadata up to max_block_ms)."""
+        self._check_open()
+        return list((await self._partitions(topic))[1])
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._state is not _State.RUNNING:
+            raise ProducerClosedError(
+                "the producer is not running: use `async with Producer(...)` or start(); "
+                "a closed producer cannot be reused"
+            )
+        assert self._driver is not None
+        self._driver.check()
+        if self._idempotence.state is IdState.FATAL:
+            raise ProducerClosedError(
+                f"the producer cannot produce: {self._idempotence.fatal_error}"
+            ) from self._idempotence.fatal_error
+
+    async def _partitions(self, topic: str) -> tuple[int, list[int], list[int]]:
+        metadata = self._metadata
+        cluster = metadata.cluster
+        cached = self._topics.get(topic)
+        if cached is not None and cached[0] == cluster.version:
+            return cached
+        if topic not in metadata.topics:
+            metadata.add_topics([topic])
+            assert self._driver is not None
+            self._driver.wakeup()
+        deadline = anyio.current_time() + self.config.max_block_ms / 1000.0
+        while True:
+            partitions = cluster.partitions_for(topic)
+            if partitions:
+                entry = (cluster.version, partitions, cluster.available_partitions_for(topic))
+                self._topics[topic] = entry
+                return entry
+            error = metadata.topic_errors().get(topic)
+            if error is not None:
+                raise error
+            assert self._driver is not None
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0.0)):
+                await self._driver.wait_for_metadata(cluster.version)
+            self._check_open()
+            if metadata.version == cluster.version:
+                info = cluster.topics.get(topic)
+                why = f" (error code {info.error})" if info is not None and info.error else ""
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} is not in the cluster metadata after max_block_ms "
+                    f"({self.config.max_block_ms:g} ms){why}; create the topic, or check "
+                    "its name and that the brokers are reachable"
+                )
+            cluster = metadata.cluster
+
+    async def _wait_for(self, batches: list[ProducerBatch], timeout: float | None) -> None:
+        seconds = math.inf if timeout is None else timeout
+        with anyio.move_on_after(seconds) as scope:
+            for batch in batches:
+                await batch.wait()
+        if scope.cancelled_caught:
+            left = sum(b.record_count for b in batches if not b.done)
+            raise KafkaTimeoutError(
+                f"{left} records were not acknowledged within {timeout:g} s; they stay in "
+                "the producer (check the brokers, or wait longer)"
+            )
+
+    def _acknowledge(self, batch: ProducerBatch) -> None:
+        for future in batch.futures:
+            error = batch.error
+            metadata = None if error is not None else future.result()
+            for interceptor in self._acks_interceptors:
+                try:
+                    interceptor.on_acknowledgement(metadata, error)
+                except Exception:
+                    log.exception("interceptor %r failed in on_acknowledgement", interceptor)
+
+
+def _serialize(serializer: Any, data: Any, what: str) -> bytes | None:
+    if data is None:
+        return None
+    if serializer is not None:
+        data = serializer(data)
+        if data is None:
+            return None
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, _BYTES):
+        return bytes(data)
+    raise KafkaConfigError(
+        f"the record's {what} is {type(data).__name__}, not bytes: pass bytes or set "
+        f"{what}_serializer"
+    )
+
+
+def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out: list[tuple[str, bytes | None]] = []
+    for name, value in items:
+        if not isinstance(name, str) or not (value is None or isinstance(value, _BYTES)):
+            raise KafkaConfigError(f"header {name!r}: names must be str and values bytes or None")
+        out.append((name, None if value is None else bytes(value)))
+    return out

@@ -1,0 +1,320 @@
+"""The Sender: the producer's sans-I/O request manager, run by the NetworkDriver.
+
+Each poll expires old batches, drains ready ones into one ProduceRequest per leader broker,
+and handles the responses (retries with backoff, metadata refreshes, idempotence).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kafkaio.backoff import ExponentialBackoff
+from kafkaio.errors import (
+    DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    KafkaError,
+    KafkaTimeoutError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+    error_for_code,
+)
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.producer.accumulator import RecordAccumulator
+from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
+from kafkaio.producer.config import ProducerConfig
+from kafkaio.producer.idempotence import IdempotenceManager, IdState
+from kafkaio.protocol.messages import InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafkaio.runtime.requests import PollResult, UnsentRequest
+
+log = logging.getLogger("kafkaio.producer")
+
+
+class Sender:
+    """Turns accumulated batches into ProduceRequests and their responses into outcomes.
+
+    At most ``max_in_flight`` requests per broker, and one batch per partition in flight
+    (as aiokafka does; the Java client pipelines up to 5 per partition and relies on the
+    broker rejecting sequence gaps, which librdkafka's mock cluster does not do): order
+    within a partition holds through retries on any broker, with or without idempotence,
+    for little throughput (a request carries one batch per partition anyway).
+    Retriable errors put a batch back at the front of its partition after an exponential
+    backoff, until its delivery deadline; errors that mean stale metadata also ask the
+    MetadataManager for a refresh. Idempotence adds sequence numbers, so a retry of a
+    request whose answer was lost is not written twice.
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        accumulator: RecordAccumulator,
+        metadata: MetadataManager,
+        idempotence: IdempotenceManager,
+        *,
+        backoff: ExponentialBackoff | None = None,
+        on_batch_done: Callable[[ProducerBatch], None] | None = None,
+    ) -> None:
+        self._config = config
+        self._acc = accumulator
+        self._metadata = metadata
+        self.idempotence = idempotence
+        self._backoff = backoff or ExponentialBackoff(
+            config.retry_backoff_ms, config.retry_backoff_max_ms
+        )
+        self._on_batch_done = on_batch_done
+        self._node_in_flight: dict[int, int] = {}
+        self._tp_in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._requests_in_flight = 0
+        self._unknown_leader_logged = False
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def requests_in_flight(self) -> int:
+        return self._requests_in_flight
+
+    def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
+        return list(self._tp_in_flight.get(tp, ()))
+
+    # -- polling -------------------------------------------------------------------------
+
+    def poll(self, now: float) -> PollResult:
+        requests: list[UnsentRequest] = []
+        idem = self.idempotence
+        if idem.state is IdState.FATAL:
+            assert idem.fatal_error is not None
+            self.abort(idem.fatal_error)
+            return PollResult()
+        for batch in self._acc.expire(now):
+            self._fail(batch, self._expired_error(batch, now, batch.last_error))
+        next_ms = self._acc.next_deadline_ms() - now
+        wait = idem.time_to_request(now, self._requests_in_flight > 0)
+        if wait is not None:
+            if wait <= 0:
+                requests.append(UnsentRequest(None, idem.make_request(), self._on_init))
+            else:
+                next_ms = min(next_ms, wait)
+        cluster = self._metadata.cluster
+        ready, ready_wait, unknown = self._acc.ready(now, cluster.leader_for)
+        next_ms = min(next_ms, ready_wait)
+        if unknown:
+            self._metadata.request_update()
+            if not self._unknown_leader_logged:
+                self._unknown_leader_logged = True
+                log.info("waiting for metadata: a partition with records has no known leader")
+        elif self._unknown_leader_logged:
+            self._unknown_leader_logged = False
+        if idem.can_send:
+            limit = self._config.max_in_flight
+            for node, partitions in ready.items():
+                if self._node_in_flight.get(node, 0) >= limit:
+                    continue  # a response wakes the driver
+                batches = self._acc.drain(
+                    node, partitions, self._config.max_request_size, now, self._may_send
+                )
+                if batches:
+                    requests.append(self._produce_request(node, batches))
+        return PollResult(requests, max(next_ms, 0.0))
+
+    def _may_send(self, batch: ProducerBatch) -> bool:
+        if batch.tp in self._tp_in_flight:
+            return False  # one batch per partition in flight: order holds on any broker
+        idem = self.idempotence
+        if idem.enabled and batch.base_sequence == NO_SEQUENCE:
+            idem.assign(batch)
+        return True
+
+    def _produce_request(self, node: int, batches: list[ProducerBatch]) -> UnsentRequest:
+        topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+        for batch in batches:
+            batch.in_flight = True
+            self._tp_in_flight.setdefault(batch.tp, []).append(batch)
+            topics.setdefault(batch.tp.topic, []).append(
+                ProduceRequest.PartitionProduceData(
+                    index=batch.tp.partition, records=batch.payload()
+                )
+            )
+        self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+        self._requests_in_flight += 1
+        timeout = self._config.request_timeout_ms
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=self._config.acks,
+            timeout_ms=int(timeout),
+            topic_data=[
+                ProduceRequest.TopicProduceData(name=name, partition_data=parts)
+                for name, parts in topics.items()
+            ],
+        )
+
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self._on_produce(node, batches, now, response, error)
+
+        return UnsentRequest(
+            node, request, handler, timeout_ms=timeout, expect_response=self._config.acks != 0
+        )
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def _on_init(self, now: float, response: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.idempotence.on_failure(now, error)
+        else:
+            assert isinstance(response, InitProducerIdResponse)
+            self.idempotence.on_response(now, response)
+        if self.idempotence.state is IdState.READY:
+            self._resequence_queued()
+
+    def _resequence_queued(self) -> None:
+        """After a new producer id or epoch, queued batches get new sequence numbers."""
+        for batch in self._acc.queued_batches():
+            if batch.base_sequence != NO_SEQUENCE:
+                batch.set_producer_state(-1, -1, NO_SEQUENCE)
+
+    def _on_produce(
+        self,
+        node: int,
+        batches: list[ProducerBatch],
+        now: float,
+        response: Any,
+        error: BaseException | None,
+    ) -> None:
+        self._node_in_flight[node] -= 1
+        self._requests_in_flight -= 1
+        for batch in batches:
+            queue = self._tp_in_flight.get(batch.tp)
+            if queue is not None:
+                queue.remove(batch)
+                if not queue:
+                    del self._tp_in_flight[batch.tp]
+            batch.in_flight = False
+        if error is not None:
+            if isinstance(error, KafkaError) and error.retriable:
+                self._metadata.request_update()  # the leader may have moved or died
+            for batch in batches:
+                self._on_error(batch, error, now)
+            return
+        if response is None:  # acks=0: written is all we will know
+            for batch in batches:
+                self._complete(batch, -1, -1)
+            return
+        assert isinstance(response, ProduceResponse)
+        results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for batch in batches:
+            p = results.get(batch.tp)
+            if p is None:
+                self._on_error(
+                    batch,
+                    KafkaError(
+                        f"the ProduceResponse from broker {node} does not mention {batch.tp}; "
+                        "the broker is misbehaving"
+                    ),
+                    now,
+                )
+            elif p.error_code == 0:
+                self._complete(batch, p.base_offset, p.log_append_time_ms)
+            else:
+                cls = error_for_code(p.error_code)
+                if cls is DuplicateSequenceNumberError:  # already written: a success
+                    self._complete(batch, p.base_offset, p.log_append_time_ms)
+                    continue
+                self._on_error(
+                    batch,
+                    cls(p.error_message, topic=batch.tp.topic, partition=batch.tp.partition),
+                    now,
+                )
+
+    def _on_error(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+        if batch.done:
+            return
+        idem = self.idempotence
+        if idem.enabled and batch.base_sequence != NO_SEQUENCE:
+            if isinstance(error, OutOfOrderSequenceNumberError) and not idem.is_next(batch):
+                # An earlier batch of the partition failed or is unresolved: not our gap.
+                self._retry(batch, error, now)
+                return
+            if isinstance(error, OutOfOrderSequenceNumberError):
+                idem.request_bump(f"{batch.tp}: the broker reports a sequence gap")
+                self._fail(
+                    batch,
+                    KafkaError(
+                        f"{error} {batch.record_count} records for {batch.tp} were not written: "
+                        "the broker lost track of this producer's sequence (earlier records "
+                        "of the partition may be lost, e.g. by an unclean leader election). "
+                        "The producer bumped its epoch and goes on with the next records"
+                    ),
+                )
+                return
+            if isinstance(error, UnknownProducerIdError | InvalidProducerEpochError):
+                idem.request_bump(f"{batch.tp}: {type(error).__name__}")
+                self._retry(batch, error, now)
+                return
+        self._retry(batch, error, now)
+
+    def _retry(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+        retriable = (isinstance(error, KafkaError) and error.retriable) or isinstance(
+            error,
+            OutOfOrderSequenceNumberError | UnknownProducerIdError | InvalidProducerEpochError,
+        )
+        if not retriable:
+            self._fail(batch, error)
+            return
+        if now >= batch.deadline_ms:
+            self._fail(batch, self._expired_error(batch, now, error))
+            return
+        if isinstance(error, KafkaError) and error.invalid_metadata:
+            self._metadata.request_update()
+        if batch.attempts == 0:
+            log.info("retrying records for %s after %s", batch.tp, error)
+        batch.last_error = error
+        self._acc.reenqueue(batch, now + self._backoff.delay_ms(batch.attempts))
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.idempotence.on_acked(batch)
+        if batch.complete(base_offset, log_append_time):
+            self._acc.deallocate(batch)
+            if self._on_batch_done is not None:
+                self._on_batch_done(batch)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        idem = self.idempotence
+        if idem.enabled and batch.base_sequence != NO_SEQUENCE and not batch.done:
+            idem.request_bump(f"{batch.tp}: a batch with sequence numbers failed ({error})")
+        if batch.fail(error):
+            self._acc.deallocate(batch)
+            if self._on_batch_done is not None:
+                self._on_batch_done(batch)
+
+    def _expired_error(
+        self, batch: ProducerBatch, now: float, cause: BaseException | None = None
+    ) -> KafkaTimeoutError:
+        why = f"; last error: {cause}" if cause is not None else ""
+        return KafkaTimeoutError(
+            f"{batch.record_count} records for {batch.tp} expired: not delivered within "
+            f"delivery_timeout_ms ({self._config.delivery_timeout_ms:g} ms, "
+            f"{now - batch.created_ms:.0f} ms since the batch was created){why}. Check that "
+            "the topic exists and its leaders are reachable, or raise delivery_timeout_ms"
+        )
+
+    # -- shutdown ------------------------------------------------------------------------
+
+    def abort(self, error: BaseException) -> int:
+        """Fail every queued and in-flight batch with ``error``; returns how many records."""
+        count = 0
+        pending = self._acc.abort_queued()
+        for queue in self._tp_in_flight.values():
+            pending.extend(queue)
+        for batch in pending:
+            if not batch.done:
+                count += batch.record_count
+                if batch.fail(error):
+                    self._acc.deallocate(batch)
+                    if self._on_batch_done is not None:
+                        self._on_batch_done(batch)
+        return count
+
+    @property
+    def has_pending(self) -> bool:
+        return self._acc.has_incomplete

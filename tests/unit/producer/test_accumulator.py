@@ -1,0 +1,157 @@
+"""RecordAccumulator with a fake clock: readiness, draining per broker, expiry, retries."""
+
+from __future__ import annotations
+
+import math
+
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer.accumulator import RecordAccumulator
+from kafkaio.producer.batch import ProducerBatch
+from kafkaio.producer.memory import MemoryBudget
+from kafkaio.records import Compression
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+T2 = TopicPartition("t", 2)
+LEADERS = {T0: 1, T1: 1, T2: 2}
+
+
+def make(batch_size: int = 1000, linger_ms: float = 10, memory: int = 1 << 20) -> RecordAccumulator:
+    return RecordAccumulator(
+        batch_size=batch_size,
+        compression=Compression.NONE,
+        linger_ms=linger_ms,
+        delivery_timeout_ms=5000,
+        memory=MemoryBudget(memory),
+    )
+
+
+def add(acc: RecordAccumulator, tp: TopicPartition, now: float, value: bytes = b"x" * 50) -> None:
+    acc.memory.used += 10
+    acc.append(tp, 1, None, value, None, now, 10)
+
+
+def test_not_ready_before_linger_then_ready() -> None:
+    acc = make(linger_ms=10)
+    add(acc, T0, now=100)
+    ready, wait, unknown = acc.ready(105, LEADERS.get)
+    assert ready == {} and wait == 5 and not unknown
+    ready, wait, _ = acc.ready(110, LEADERS.get)
+    assert ready == {1: [T0]}
+
+
+def test_full_batch_is_ready_at_once() -> None:
+    acc = make(batch_size=200, linger_ms=1000)
+    add(acc, T0, now=0)
+    assert acc.ready(0, LEADERS.get)[0] == {}
+    add(acc, T0, now=0)
+    add(acc, T0, now=0)  # 61-byte header + 3 records of ~55 bytes > 200
+    assert acc.ready(0, LEADERS.get)[0] == {1: [T0]}
+
+
+def test_flush_closing_and_memory_waiters_make_batches_ready() -> None:
+    acc = make(linger_ms=1000)
+    add(acc, T0, now=0)
+    assert acc.ready(1, LEADERS.get)[0] == {}
+    acc.begin_flush()
+    assert acc.ready(1, LEADERS.get)[0] == {1: [T0]}
+    acc.end_flush()
+    acc.memory.waiters = 1
+    assert acc.ready(1, LEADERS.get)[0] == {1: [T0]}
+    acc.memory.waiters = 0
+    acc.closing = True
+    assert acc.ready(1, LEADERS.get)[0] == {1: [T0]}
+
+
+def test_unknown_leader_is_reported() -> None:
+    acc = make(linger_ms=0)
+    add(acc, TopicPartition("other", 0), now=0)
+    ready, wait, unknown = acc.ready(0, LEADERS.get)
+    assert ready == {} and unknown and wait == math.inf
+
+
+def test_drain_groups_by_leader_and_takes_one_batch_per_partition() -> None:
+    acc = make(batch_size=200, linger_ms=0)  # two records per batch
+    for tp in (T0, T0, T1, T2):
+        for _ in range(2):
+            add(acc, tp, now=0)
+    ready, _, _ = acc.ready(0, LEADERS.get)
+    assert ready == {1: [T0, T1], 2: [T2]}
+    drained = acc.drain(1, ready[1], 1 << 20, 0, lambda b: True)
+    assert sorted(b.tp for b in drained) == [T0, T1]
+    assert all(b.closed for b in drained)
+    assert [b.tp for b in acc.drain(2, ready[2], 1 << 20, 0, lambda b: True)] == [T2]
+    # T0 had two batches: the second is still queued.
+    assert [(b.tp, b.record_count) for b in acc.queued_batches()] == [(T0, 2)]
+
+
+def test_drain_respects_max_request_size_and_rotates() -> None:
+    acc = make(linger_ms=0)
+    for tp in (T0, T1):
+        add(acc, tp, now=0)
+    one = acc.queued_batches()[0].size_in_bytes()
+    limit = 128 + one + 16 + 10  # room for one batch only
+    first = acc.drain(1, [T0, T1], limit, 0, lambda b: True)
+    second = acc.drain(1, [T0, T1], limit, 0, lambda b: True)
+    assert len(first) == 1 and len(second) == 1
+    assert {first[0].tp, second[0].tp} == {T0, T1}
+
+
+def test_a_batch_larger_than_the_limit_still_goes_alone() -> None:
+    acc = make(linger_ms=0)
+    add(acc, T0, now=0, value=b"x" * 5000)
+    drained = acc.drain(1, [T0], 1000, 0, lambda b: True)
+    assert len(drained) == 1
+
+
+def test_drain_skips_held_and_backing_off_partitions() -> None:
+    acc = make(linger_ms=0)
+    add(acc, T0, now=0)
+    add(acc, T1, now=0)
+    held = acc.drain(1, [T0, T1], 1 << 20, 0, lambda b: b.tp != T0)
+    assert [b.tp for b in held] == [T1]
+    retry = held[0]
+    acc.reenqueue(retry, retry_at_ms=50)
+    assert acc.drain(1, [T1], 1 << 20, 49, lambda b: True) == []
+    assert acc.ready(49, LEADERS.get)[1] == 1  # T1 becomes ready at 50
+    assert acc.drain(1, [T1], 1 << 20, 50, lambda b: True) == [retry]
+
+
+def test_reenqueue_keeps_sequence_order_ahead_of_new_batches() -> None:
+    acc = make(batch_size=100, linger_ms=0)
+    for _ in range(4):
+        add(acc, T0, now=0)
+    batches: list[ProducerBatch] = []
+    for seq in range(3):
+        (batch,) = acc.drain(1, [T0], 1 << 20, 0, lambda b: True)
+        batch.set_producer_state(1, 0, seq * 10)
+        batches.append(batch)
+    acc.reenqueue(batches[2], 0)
+    acc.reenqueue(batches[0], 0)
+    acc.reenqueue(batches[1], 0)
+    queued = acc.queued_batches()
+    assert [b.base_sequence for b in queued] == [0, 10, 20, -1]
+
+
+def test_expire_fails_old_batches_only() -> None:
+    acc = make(linger_ms=10_000)
+    add(acc, T0, now=0)
+    add(acc, T1, now=3000)
+    assert acc.next_deadline_ms() == 5000
+    assert acc.expire(4999) == []
+    expired = acc.expire(5000)
+    assert [b.tp for b in expired] == [T0]
+    assert acc.next_deadline_ms() == 8000
+
+
+def test_memory_is_released_when_a_batch_completes() -> None:
+    acc = make(linger_ms=0)
+    for _ in range(3):
+        add(acc, T0, now=0)
+    assert acc.memory.used == 30
+    (batch,) = acc.drain(1, [T0], 1 << 20, 0, lambda b: True)
+    assert acc.has_incomplete
+    batch.complete(0, -1)
+    acc.deallocate(batch)
+    acc.deallocate(batch)  # twice is harmless
+    assert acc.memory.used == 0 and not acc.has_incomplete

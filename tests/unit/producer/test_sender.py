@@ -1,0 +1,329 @@
+"""The Sender request manager with a fake clock: requests per broker, retries, idempotence."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkaio.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageTooLargeError,
+    UnsupportedVersionError,
+)
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer.errors import ProducerClosedError
+from kafkaio.producer.idempotence import IdState
+from kafkaio.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from kafkaio.records import iter_batches
+
+from ._helpers import Harness, answer, produce_requests, sent_batches, sent_partitions
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+T2 = TopicPartition("t", 2)
+NOT_LEADER = 6
+OUT_OF_ORDER = 45
+UNKNOWN_PRODUCER_ID = 59
+
+
+def headers(request) -> dict[TopicPartition, tuple[int, int, int, int]]:  # type: ignore[no-untyped-def]
+    """(producer id, epoch, base sequence, record count) of each batch in a request."""
+    out = {}
+    for tp, raw in sent_batches(request):
+        (batch,) = list(iter_batches(raw))
+        out[tp] = (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.record_count)
+    return out
+
+
+def test_one_request_per_leader_and_offsets_per_record() -> None:
+    h = Harness({"t": [1, 1, 2]})
+    futures = [h.append("t", p) for p in (0, 0, 1, 2)]
+    requests = produce_requests(h.poll(0))
+    assert sorted(r.node_id for r in requests) == [1, 2]
+    by_node = {r.node_id: r for r in requests}
+    assert sorted(sent_partitions(by_node[1])) == [T0, T1]
+    assert sent_partitions(by_node[2]) == [T2]
+    assert by_node[1].request.acks == -1 and by_node[1].expect_response
+    for request in requests:
+        answer(request, 1, base_offset=40)
+    assert [f.result().offset for f in futures] == [40, 41, 40, 40]
+    assert futures[0].result().topic == "t" and futures[2].result().partition == 1
+    assert h.memory.used == 0
+
+
+def test_acks_zero_expects_no_response() -> None:
+    h = Harness(acks=0)
+    future = h.append("t", 0)
+    (request,) = produce_requests(h.poll(0))
+    assert request.request.acks == 0 and not request.expect_response
+    request.handler(1, None, None)
+    assert future.result().offset == -1
+
+
+def test_linger_delays_the_request() -> None:
+    h = Harness(linger_ms=20)
+    h.append("t", 0, now=0)
+    result = h.poll(5)
+    assert produce_requests(result) == [] and result.next_poll_ms == 15
+    assert len(produce_requests(h.poll(20))) == 1
+
+
+def test_max_in_flight_per_broker() -> None:
+    h = Harness({"t": [1, 1, 1, 1]}, conn={"max_in_flight_requests_per_connection": 2})
+    sent = []
+    for now in range(4):
+        h.append("t", now, now=now)
+        sent += produce_requests(h.poll(now))
+    assert len(sent) == 2  # the other two partitions wait for a response
+    answer(sent[0], 5)
+    (more,) = produce_requests(h.poll(5))
+    assert sorted(sent_partitions(more)) == [T2, TopicPartition("t", 3)]
+
+
+def test_one_batch_per_partition_in_flight() -> None:
+    h = Harness({"t": [1, 1]}, batch_size=100)
+    for _ in range(3):
+        h.append("t", 0)
+    h.append("t", 1)
+    (first,) = produce_requests(h.poll(0))
+    assert sorted(sent_partitions(first)) == [T0, T1]
+    assert produce_requests(h.poll(1)) == []  # T0's next batch waits for the answer
+    answer(first, 2)
+    (second,) = produce_requests(h.poll(3))
+    assert sent_partitions(second) == [T0]
+
+
+def test_retriable_error_backs_off_and_refreshes_metadata() -> None:
+    h = Harness()
+    future = h.append("t", 0)
+    (request,) = produce_requests(h.poll(0))
+    version = h.metadata.version
+    answer(request, 10, errors={T0: NOT_LEADER})
+    assert not future.done()
+    assert h.metadata.time_to_next_update(10) == 0  # a refresh was requested
+    assert h.metadata.request_update() >= version
+    result = h.poll(50)
+    assert produce_requests(result) == [] and result.next_poll_ms == 60  # 10 + 100 backoff
+    (retry,) = produce_requests(h.poll(110))
+    answer(retry, 120, errors={T0: NOT_LEADER})
+    assert produce_requests(h.poll(300)) == []  # second backoff: 200 ms
+    (third,) = produce_requests(h.poll(320))
+    answer(third, 330, base_offset=7)
+    assert future.result().offset == 7
+
+
+def test_connection_errors_are_retried() -> None:
+    h = Harness()
+    future = h.append("t", 0)
+    (request,) = produce_requests(h.poll(0))
+    request.handler(5, None, KafkaConnectionError("lost"))
+    (retry,) = produce_requests(h.poll(105))
+    answer(retry, 106)
+    assert future.result().offset == 0
+
+
+def test_non_retriable_error_fails_at_once() -> None:
+    h = Harness()
+    future = h.append("t", 0)
+    (request,) = produce_requests(h.poll(0))
+    answer(request, 1, errors={T0: MessageTooLargeError.code})
+    with pytest.raises(MessageTooLargeError):
+        future.result()
+    assert h.memory.used == 0
+
+
+def test_retries_stop_at_the_delivery_timeout() -> None:
+    h = Harness(delivery_timeout_ms=31_000, retry_backoff_ms=1000, retry_backoff_max_ms=1000)
+    future = h.append("t", 0)
+    now = 0.0
+    while not future.done():
+        requests = produce_requests(h.poll(now))
+        for request in requests:
+            answer(request, now, errors={T0: NOT_LEADER})
+        now += 500
+    with pytest.raises(KafkaTimeoutError, match="NOT_LEADER_OR_FOLLOWER"):
+        future.result()
+    assert 31_000 <= now <= 32_500
+
+
+def test_queued_batches_expire_without_a_leader() -> None:
+    h = Harness({"t": [-1]}, delivery_timeout_ms=31_000)
+    future = h.append("t", 0)
+    result = h.poll(0)
+    assert produce_requests(result) == []
+    assert result.next_poll_ms == 31_000
+    h.poll(31_000)
+    with pytest.raises(KafkaTimeoutError, match="expired"):
+        future.result()
+
+
+def test_abort_fails_queued_and_in_flight_records() -> None:
+    h = Harness({"t": [1]})
+    in_flight = h.append("t", 0)
+    produce_requests(h.poll(0))
+    queued = h.append("t", 0, now=1)
+    assert h.sender.abort(ProducerClosedError("closed")) == 2
+    for future in (in_flight, queued):
+        with pytest.raises(ProducerClosedError):
+            future.result()
+    assert h.memory.used == 0
+
+
+# -- idempotence -------------------------------------------------------------------------
+
+
+def test_idempotent_producer_gets_an_id_before_producing() -> None:
+    h = Harness(idempotent=True)
+    h.append("t", 0)
+    result = h.poll(0)
+    assert produce_requests(result) == []
+    (init,) = result.requests
+    assert isinstance(init.request, InitProducerIdRequest) and init.node_id is None
+    assert init.request.producer_id == -1 and init.request.transactional_id is None
+    assert produce_requests(h.poll(1)) == []  # still waiting for the answer
+    init.handler(2, InitProducerIdResponse(producer_id=7, producer_epoch=3), None)
+    (request,) = produce_requests(h.poll(3))
+    assert headers(request)[T0] == (7, 3, 0, 1)
+
+
+def test_sequence_numbers_per_partition() -> None:
+    h = Harness({"t": [1, 1]}, idempotent=True, batch_size=100)
+    h.init_producer_id(0)
+    seen = []
+    for now in range(1, 10):
+        if now < 5:
+            for _ in range(2):
+                h.append("t", 0, now=now)
+            h.append("t", 1, now=now)
+        # At most one batch per partition per request: T0's backlog drains after now=4.
+        for request in produce_requests(h.poll(now)):
+            seen.append(headers(request))
+            answer(request, now)
+    seq0 = [hdr[T0][2] for hdr in seen if T0 in hdr]
+    seq1 = [hdr[T1][2] for hdr in seen if T1 in hdr]
+    assert seq0 == [0, 1, 2, 3, 4, 5, 6, 7]  # one record per batch at this batch_size
+    assert seq1 == [0, 1, 2, 3]
+
+
+def test_retry_keeps_its_sequence_and_goes_before_newer_batches() -> None:
+    h = Harness({"t": [1]}, idempotent=True, batch_size=100)
+    h.init_producer_id(0)
+    futures = [h.append("t", 0, now=0) for _ in range(3)]
+    (first,) = produce_requests(h.poll(1))
+    assert headers(first)[T0][2] == 0
+    answer(first, 2, errors={T0: NOT_LEADER})
+    assert produce_requests(h.poll(50)) == []  # backing off; newer batches wait behind it
+    sequences = []
+    now = 102.0
+    while not all(f.done() for f in futures):
+        for request in produce_requests(h.poll(now)):
+            sequences.append(headers(request)[T0][2])
+            answer(request, now, base_offset=10 + len(sequences))
+        now += 1
+    assert sequences == [0, 1, 2]
+    assert [f.result().offset for f in futures] == [11, 12, 13]
+
+
+def test_out_of_order_on_a_later_batch_is_retried() -> None:
+    # A lost answer can leave the broker ahead or behind us: OUT_OF_ORDER for a batch that
+    # is not the next one to be acknowledged is not a gap of ours, so it is retried.
+    h = Harness({"t": [1]}, idempotent=True, batch_size=100)
+    h.init_producer_id(0)
+    first = h.append("t", 0, now=0)
+    second = h.append("t", 0, now=0)
+    (r1,) = produce_requests(h.poll(1))
+    r1.handler(2, None, KafkaConnectionError("lost"))  # outcome unknown: retried as seq 0
+    (r1b,) = produce_requests(h.poll(102))
+    answer(r1b, 103, base_offset=0)
+    (r2,) = produce_requests(h.poll(104))
+    assert headers(r2)[T0][2] == 1
+    h.idem._last_acked[T0] = -1  # as if the first ack had been lost
+    answer(r2, 105, errors={T0: OUT_OF_ORDER})
+    assert not second.done() and h.idem.state is IdState.READY
+    h.idem._last_acked[T0] = 0
+    (r2b,) = produce_requests(h.poll(300))
+    answer(r2b, 301, base_offset=1)
+    assert (first.result().offset, second.result().offset) == (0, 1)
+
+
+def test_out_of_order_on_the_next_batch_fails_it_and_bumps_the_epoch() -> None:
+    h = Harness({"t": [1, 1]}, idempotent=True, batch_size=100)
+    h.init_producer_id(0, producer_id=7, epoch=0)
+    lost = h.append("t", 0, now=0)
+    later = h.append("t", 0, now=0)
+    other = h.append("t", 1, now=0)
+    (r1,) = produce_requests(h.poll(1))  # T0 seq 0 and T1 seq 0
+    answer(r1, 3, errors={T0: OUT_OF_ORDER}, base_offset=0)
+    with pytest.raises(KafkaError, match="OUT_OF_ORDER_SEQUENCE_NUMBER.*bumped its epoch"):
+        lost.result()
+    assert other.result().offset == 0
+    assert h.idem.state is IdState.BUMP_PENDING
+    result = h.poll(4)
+    (bump,) = result.requests  # nothing but the bump until the new epoch is known
+    assert isinstance(bump.request, InitProducerIdRequest)
+    assert (bump.request.producer_id, bump.request.producer_epoch) == (7, 0)
+    bump.handler(7, InitProducerIdResponse(producer_id=7, producer_epoch=1), None)
+    (resent,) = produce_requests(h.poll(200))
+    assert headers(resent)[T0] == (7, 1, 0, 1)  # new epoch, sequences restart at 0
+    answer(resent, 201, base_offset=3)
+    assert later.result().offset == 3
+
+
+def test_unknown_producer_id_bumps_and_retries_the_batch() -> None:
+    h = Harness({"t": [1]}, idempotent=True)
+    h.init_producer_id(0, producer_id=7, epoch=4)
+    future = h.append("t", 0, now=0)
+    (r1,) = produce_requests(h.poll(1))
+    answer(r1, 2, errors={T0: UNKNOWN_PRODUCER_ID})
+    assert not future.done()
+    (bump,) = h.poll(3).requests
+    bump.handler(4, InitProducerIdResponse(producer_id=7, producer_epoch=5), None)
+    (resent,) = produce_requests(h.poll(200))
+    assert headers(resent)[T0] == (7, 5, 0, 1)
+    answer(resent, 201)
+    assert future.result().offset == 0
+
+
+def test_expired_sequenced_batch_bumps_the_epoch() -> None:
+    h = Harness({"t": [1]}, idempotent=True, delivery_timeout_ms=31_000)
+    h.init_producer_id(0)
+    future = h.append("t", 0, now=0)
+    (r1,) = produce_requests(h.poll(1))
+    answer(r1, 31_000, errors={T0: NOT_LEADER})
+    with pytest.raises(KafkaTimeoutError):
+        future.result()
+    assert h.idem.state is IdState.BUMP_PENDING
+
+
+def test_broker_without_init_producer_id_falls_back() -> None:
+    h = Harness(idempotent=True)
+    future = h.append("t", 0)
+    (init,) = h.poll(0).requests
+    init.handler(1, None, UnsupportedVersionError("no InitProducerId"))
+    assert h.idem.state is IdState.DISABLED
+    (request,) = produce_requests(h.poll(2))
+    assert headers(request)[T0][0] == -1  # no producer id
+    answer(request, 3)
+    assert future.result().offset == 0
+
+
+def test_required_idempotence_fails_clearly_without_broker_support() -> None:
+    h = Harness(idempotent=True, required=True, enable_idempotence=True)
+    future = h.append("t", 0)
+    (init,) = h.poll(0).requests
+    init.handler(1, None, UnsupportedVersionError("no InitProducerId"))
+    assert h.idem.state is IdState.FATAL
+    h.poll(2)
+    with pytest.raises(KafkaError, match="enable_idempotence=True"):
+        future.result()
+
+
+def test_init_producer_id_retries_retriable_errors() -> None:
+    h = Harness(idempotent=True)
+    (init,) = h.poll(0).requests
+    init.handler(1, InitProducerIdResponse(error_code=15), None)  # COORDINATOR_NOT_AVAILABLE
+    result = h.poll(2)
+    assert result.requests == [] and result.next_poll_ms == 99
+    h.init_producer_id(101)
+    assert h.idem.state is IdState.READY
