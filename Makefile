@@ -2,8 +2,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The record codec compiled with mypyc (optional: pure Python is used when it is absent).
+ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py kafkaio/records/builder.py
+ACCEL_STAMP := build/.accel-stamp
 
-.PHONY: install demo test bench lint typecheck clean
+.PHONY: install accel accel-clean demo test bench lint typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,13 +16,28 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+$(ACCEL_STAMP): $(STAMP) $(ACCEL_SRC) setup.py
+	@mkdir -p build
+	@if KAFKAIO_COMPILE=1 $(PY) setup.py -q build_ext --inplace > build/accel.log 2>&1; then \
+		echo "record codec accelerator built (mypyc)"; \
+	else \
+		rm -f kafkaio/records/*.so; \
+		echo "note: record codec accelerator not built (see build/accel.log); using pure Python"; \
+	fi
+	@touch $(ACCEL_STAMP)
+
+accel: $(ACCEL_STAMP)
+
+accel-clean:
+	rm -f kafkaio/records/*.so $(ACCEL_STAMP)
+
+demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
 
-test: $(STAMP)
+test: $(ACCEL_STAMP)
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(ACCEL_STAMP)
 	$(PY) -m benchmarks
 
 lint: $(STAMP)
@@ -29,4 +47,4 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache kafkaio/records/*.so
