@@ -10,7 +10,7 @@ ACCEL_STAMP := build/.accel-stamp
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
