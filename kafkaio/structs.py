@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kafkaio.metadata.cluster import TopicPartition
 
-__all__ = ["OffsetAndMetadata", "TopicPartition"]
+__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TopicPartition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,3 +16,17 @@ class OffsetAndMetadata:
     offset: int
     metadata: str = ""
     leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A consumer's group identity, as a transactional producer sends it with offsets.
+
+    ``generation_id`` -1 and ``member_id`` "" stand for a consumer outside group management
+    (manual ``assign``); the group coordinator then skips the KIP-447 member fencing.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -21,6 +21,9 @@ from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.requests import RequestManager, UnsentRequest
 
 log = logging.getLogger("kafkaio.runtime")
+
+# Extra node addresses (e.g. the group coordinator's own connection id) to keep registered.
+NodeAddresses = Mapping[int, tuple[str, int]]
 
 # Upper bound of one sleep, so a lost wake-up can never stall the loop for long.
 MAX_IDLE_MS = 1000.0
@@ -48,10 +51,16 @@ class NetworkDriver:
         connections: ConnectionManager,
         metadata: MetadataManager,
         managers: Sequence[RequestManager] = (),
+        *,
+        extra_nodes: Callable[[], NodeAddresses] | None = None,
     ) -> None:
         self.connections = connections
         self.metadata = metadata
         self._managers: list[RequestManager] = [metadata, *managers]
+        # ``extra_nodes()`` is merged into every node table published to `connections`, so
+        # synthetic ids (the group coordinator's connection) survive metadata updates
+        self._extra_nodes = extra_nodes
+        self._published_extra: dict[int, tuple[str, int]] = {}
         self._wake = anyio.Event()
         self._metadata_event = anyio.Event()
         self._metadata_version = metadata.version
@@ -126,6 +135,7 @@ class NetworkDriver:
         assert self._tg is not None
         now = now_ms()
         wait = math.inf
+        self._publish_extra_nodes()
         for manager in self._managers:
             result = manager.poll(now)
             for request in result.requests:
@@ -139,12 +149,22 @@ class NetworkDriver:
         if version == self._metadata_version:
             return
         self._metadata_version = version
-        cluster = self.metadata.cluster
-        self.connections.update_nodes(
-            {b.node_id: (b.host, b.port) for b in cluster.brokers.values()}
-        )
+        self._update_nodes()
         event, self._metadata_event = self._metadata_event, anyio.Event()
         event.set()
+
+    def _publish_extra_nodes(self) -> None:
+        """Register extra nodes that appeared or moved since the last publish."""
+        if self._extra_nodes is not None and dict(self._extra_nodes()) != self._published_extra:
+            self._update_nodes()
+
+    def _update_nodes(self) -> None:
+        cluster = self.metadata.cluster
+        nodes = {b.node_id: (b.host, b.port) for b in cluster.brokers.values()}
+        if self._extra_nodes is not None:
+            self._published_extra = dict(self._extra_nodes())
+            nodes.update(self._published_extra)
+        self.connections.update_nodes(nodes)
 
     async def _send(self, unsent: UnsentRequest) -> None:
         response: Any = None

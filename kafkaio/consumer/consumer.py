@@ -1,0 +1,907 @@
+"""kafkaio.Consumer: the public consumer, an application-side facade over the reactor.
+
+The network task (NetworkDriver) runs the request managers; this class turns calls into
+application events, drains background events and collects records from the fetch buffer.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from kafkaio.config import split_connection_options
+from kafkaio.consumer.config import CONSUMER_OPTIONS, ConsumerConfig
+from kafkaio.consumer.errors import NoOffsetForPartitionError
+from kafkaio.consumer.events import (
+    ApplicationEvent,
+    ApplicationEventQueue,
+    AwaitPositionsEvent,
+    BackgroundEventQueue,
+    CommitEvent,
+    FetchCommittedEvent,
+    ListOffsetsEvent,
+)
+from kafkaio.consumer.fetch_buffer import FetchBuffer, FetchCollector
+from kafkaio.consumer.fetcher import FetchManager
+from kafkaio.consumer.group.commit import CommitManager
+from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.consumer.group.membership import ClassicMembershipManager
+from kafkaio.consumer.listener import RebalanceListener
+from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
+from kafkaio.consumer.processor import ApplicationEventProcessor
+from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
+from kafkaio.consumer.record import ConsumerRecord, OffsetAndTimestamp
+from kafkaio.consumer.record_queue import RecordQueue
+from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
+from kafkaio.consumer.topics import SubscribedTopicsManager
+from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.net.manager import ConnectionManager
+from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.requests import RequestManager
+from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
+
+log = logging.getLogger("kafkaio.consumer")
+
+Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseException | None"], Any]
+
+# The driver polls at least this often, so a wait also notices a stopped driver.
+_CHECK_INTERVAL_S = 1.0
+# getone()/__anext__ collect this many records at once (capped by max_poll_records).
+_ITERATION_BATCH = 500
+# While leaving the group, how often close()/unsubscribe() check that the member is out.
+_LEAVE_CHECK_S = 0.05
+
+
+class Consumer:
+    """An asyncio/trio Kafka consumer (anyio). Use ``async with Consumer(...) as consumer``.
+
+    Group subscription: ``Consumer("t1", "t2", group_id="g")`` or ``subscribe(topics=...,
+    pattern=..., listener=...)``; the group (classic protocol, eager rebalancing) assigns
+    partitions, offsets are committed automatically (``enable_auto_commit``) or with
+    ``commit()``/``commit_async()``. Manual assignment: ``assign([TopicPartition("t", 0)])``
+    (with a ``group_id``, positions start from the group's committed offsets). Then
+    ``getmany()``, ``getone()`` or ``async for record in consumer``. Options use the
+    Java/aiokafka names (see ConsumerConfig and ConnectionConfig); an unknown or invalid
+    option raises KafkaConfigError here.
+
+    ``start()``/``close()`` work too, called from the same task (``start`` enters the task
+    group that runs the network task; ``close`` leaves it). Rebalance listeners and commit
+    callbacks run in the application's task, inside the consumer's calls.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        group_id: str | None = None,
+        **options: Any,
+    ) -> None:
+        options.setdefault("client_id", "kafkaio-consumer")
+        conn_config, own = split_connection_options(
+            options, CONSUMER_OPTIONS - {"group_id"}, "Consumer"
+        )
+        self._config = config = ConsumerConfig(group_id=group_id, **own)
+        if config.fetch_max_wait_ms >= conn_config.request_timeout_ms:
+            raise KafkaConfigError(
+                f"fetch_max_wait_ms ({config.fetch_max_wait_ms}) must be lower than "
+                f"request_timeout_ms ({conn_config.request_timeout_ms}), or fetches time out"
+            )
+        self._bootstrap_servers = bootstrap_servers
+        self._conn_config = conn_config
+        self._subscriptions = subs = SubscriptionState(config.reset_strategy)
+        self._metadata = MetadataManager(
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            allow_auto_topic_creation=config.allow_auto_create_topics,
+        )
+        self._buffer = FetchBuffer()
+        self._background = BackgroundEventQueue()
+        self._events = ApplicationEventQueue()
+        self._processor = ApplicationEventProcessor(self._events)
+        self._fetcher = FetchManager(
+            self._subscriptions, self._metadata, self._buffer, config, self._background.put_error
+        )
+        self._offsets = OffsetsManager(
+            self._subscriptions,
+            self._metadata,
+            isolation_level=config.isolation,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            initialize_without_group=group_id is None,
+        )
+        self._pending = RecordQueue()
+        self._listener: RebalanceListener | None = None
+        self._coordinator: CoordinatorManager | None = None
+        self._membership: ClassicMembershipManager | None = None
+        self._commits: CommitManager | None = None
+        self._bridge: GroupEventBridge | None = None
+        managers: list[RequestManager] = [self._processor]
+        if group_id is not None:
+            managers += self._group_managers(group_id, subs, config, conn_config.request_timeout_ms)
+        managers += [self._offsets, self._fetcher]
+        self._managers = managers
+        self._processor.register(ListOffsetsEvent, self._offsets.list_offsets)
+        self._processor.register(AwaitPositionsEvent, self._offsets.await_positions)
+        self._collector = FetchCollector(
+            self._subscriptions,
+            self._buffer,
+            read_committed=config.isolation == 1,
+            check_crcs=config.check_crcs,
+            key_deserializer=config.key_deserializer,
+            value_deserializer=config.value_deserializer,
+        )
+        self._data_ready: anyio.Event | None = None
+        self._buffer.on_data = self._notify
+        self._background.on_put = self._notify
+        self._driver: NetworkDriver | None = None
+        self._connections: ConnectionManager | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        if topics:
+            self.subscribe(topics)
+
+    def _group_managers(
+        self,
+        group_id: str,
+        subs: SubscriptionState,
+        config: ConsumerConfig,
+        request_timeout_ms: int,
+    ) -> list[RequestManager]:
+        """Coordinator, subscribed topics, membership, commits and the event bridge, in the
+        order the network task polls them (before offsets and fetches)."""
+        backoff = (config.retry_backoff_ms, config.retry_backoff_max_ms)
+        self._coordinator = coordinator = CoordinatorManager(group_id, *backoff)
+        self._membership = membership = ClassicMembershipManager(
+            group_id,
+            subs,
+            coordinator,
+            lambda: self._metadata.cluster,
+            assignors=config.assignors(),
+            group_instance_id=config.group_instance_id,
+            session_timeout_ms=config.session_timeout_ms,
+            rebalance_timeout_ms=config.rebalance_timeout_ms,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            max_poll_interval_ms=config.max_poll_interval_ms,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=backoff[0],
+            retry_backoff_max_ms=backoff[1],
+            rack_id=config.client_rack,
+        )
+        # the one lookup of committed offsets for new partitions (subscribe and assign)
+        self._commits = commits = CommitManager(
+            group_id,
+            subs,
+            coordinator,
+            membership,
+            auto_commit=config.enable_auto_commit,
+            auto_commit_interval_ms=config.auto_commit_interval_ms,
+            retry_backoff_ms=backoff[0],
+            retry_backoff_max_ms=backoff[1],
+            require_stable=config.isolation == 1,
+            initialize_positions=True,
+        )
+        topics = SubscribedTopicsManager(
+            subs,
+            self._metadata,
+            lambda: membership.group_subscription,
+            exclude_internal_topics=config.exclude_internal_topics,
+        )
+        self._bridge = bridge = GroupEventBridge(
+            membership, [coordinator, commits], self._background, _RebalanceSteps(self)
+        )
+        self._processor.register(FetchCommittedEvent, self._on_fetch_committed)
+        self._processor.register(CommitEvent, self._on_commit)
+        return [topics, coordinator, membership, commits, bridge]
+
+    @property
+    def config(self) -> ConsumerConfig:
+        return self._config
+
+    @property
+    def request_managers(self) -> list[RequestManager]:
+        """The managers the network task polls, in order (the group managers go here)."""
+        return list(self._managers)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the network task and load cluster metadata (bootstrap)."""
+        if self._driver is not None:
+            raise KafkaError("the consumer is already started; a consumer starts once")
+        self._data_ready = anyio.Event()
+        self._connections = ConnectionManager(self._bootstrap_servers, self._conn_config)
+        self._driver = NetworkDriver(
+            self._connections,
+            self._metadata,
+            self._managers,
+            extra_nodes=None if self._coordinator is None else self._coordinator.addresses,
+        )
+        self._events.set_wakeup(self._driver.wakeup)
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._task_group = tg
+        try:
+            await tg.start(self._driver.run)
+            timeout = self._config.default_api_timeout_ms / 1000
+            with anyio.move_on_after(timeout):
+                await self._driver.wait_for_metadata(0)
+            if self._metadata.version == 0:
+                cause = self._metadata.last_error
+                raise KafkaTimeoutError(
+                    f"could not load metadata from {self._bootstrap_servers!r} within "
+                    f"{timeout:g} s (last error: {cause!r}); check bootstrap_servers and that "
+                    "the brokers are up"
+                )
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Commit consumed offsets (auto-commit) and leave the group, then stop the network
+        task and close connections. Safe to call twice."""
+        if self._closed:
+            return
+        try:
+            if self._driver is not None and self._driver.running and self._commits is not None:
+                await self._close_group()
+        except Exception as exc:  # closing goes on: the network task must stop
+            log.warning("closing the consumer's group membership failed: %r", exc)
+        finally:
+            self._closed = True
+            self._notify()
+            if self._driver is not None:
+                self._driver.stop()
+            tg, self._task_group = self._task_group, None
+            try:
+                if tg is not None:
+                    await tg.__aexit__(None, None, None)
+            finally:
+                if self._connections is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self._connections.close()
+
+    async def _close_group(self) -> None:
+        assert self._commits is not None
+        timeout_s = self._config.default_api_timeout_ms / 1000
+        if self._subscriptions.has_auto_assignment():
+            await self._leave_group("the consumer is being closed", timeout_s)
+        elif self._config.enable_auto_commit and self._subscriptions.assigned_partitions():
+            try:
+                await self.commit(timeout_ms=self._config.default_api_timeout_ms)
+            except KafkaError as exc:
+                log.warning("committing consumed offsets on close failed: %s", exc)
+        self._commits.fail_pending(
+            KafkaError("the consumer was closed before this group operation completed")
+        )
+
+    async def _leave_group(self, reason: str, timeout_s: float) -> None:
+        """Revoke (commit first, run the listener) and send LeaveGroup; wait until out."""
+        membership, bridge = self._membership, self._bridge
+        assert membership is not None and bridge is not None
+        membership.leave(now_ms(), reason)
+        bridge.transfer()
+        self._wakeup()
+        first_error: Exception | None = None
+        with anyio.move_on_after(timeout_s) as scope:
+            while True:
+                try:
+                    await self._run_background()
+                except Exception as exc:  # group errors and listener errors: leave anyway
+                    log.warning("while leaving group %r: %r", membership.group_id, exc)
+                    first_error = first_error or exc
+                if not membership.is_leaving and not len(self._background):
+                    break
+                await self._wait_for_data(_LEAVE_CHECK_S)
+        if scope.cancelled_caught:
+            log.warning(
+                "group %r: leaving did not finish within %g s (state %s); the coordinator "
+                "removes the member after session_timeout_ms",
+                membership.group_id,
+                timeout_s,
+                membership.state.value,
+            )
+
+    def _check(self) -> NetworkDriver:
+        if self._closed:
+            raise KafkaError("the consumer is closed")
+        if self._driver is None:
+            raise KafkaError("the consumer is not started; use `async with` or await start()")
+        self._driver.check()
+        return self._driver
+
+    def _notify(self) -> None:
+        if self._data_ready is not None:
+            self._data_ready.set()
+
+    # -- subscription and assignment ------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str = (),
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: RebalanceListener | None = None,
+    ) -> None:
+        """Let the group assign partitions of `topics`, or of every topic matching `pattern`
+        (a regex matched in full, re-evaluated on each metadata refresh). Needs a group_id.
+
+        The member joins the group at the next ``getmany()``/``getone()``/iteration.
+        `listener` (a RebalanceListener) hears about revoked, assigned and lost partitions.
+        Calling it again replaces the subscription (the group rebalances).
+        """
+        if self._membership is None:
+            raise KafkaConfigError(
+                "subscribe() needs a group_id (the group assigns partitions); pass "
+                "group_id=... to Consumer, or use assign() with explicit partitions"
+            )
+        if listener is not None and not callable(getattr(listener, "on_partitions_revoked", None)):
+            raise KafkaConfigError(
+                f"listener must be a RebalanceListener (got {listener!r}); subclass "
+                "kafkaio.consumer.RebalanceListener and override its methods"
+            )
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if pattern is not None:
+            if names:
+                raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
+            try:
+                compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+            except re.error as exc:
+                raise KafkaConfigError(
+                    f"subscribe() pattern {pattern!r} is invalid: {exc}"
+                ) from None
+            self._subscriptions.subscribe_pattern(compiled)
+        else:
+            if not names:
+                raise KafkaConfigError(
+                    "subscribe() needs topics or a pattern; call unsubscribe() to stop consuming"
+                )
+            self._subscriptions.subscribe(names)
+        self._listener = listener
+        self._wakeup()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly these partitions (no group management); replaces the assignment."""
+        parts = []
+        for tp in partitions:
+            if not isinstance(tp, tuple) or len(tp) != 2:
+                raise KafkaConfigError(
+                    f"assign() takes TopicPartition(topic, partition), got {tp!r}"
+                )
+            parts.append(TopicPartition(str(tp[0]), int(tp[1])))
+        self._subscriptions.assign_from_user(parts)
+        self._metadata.set_topics(self._subscriptions.subscription())
+        assigned = self._subscriptions.assigned_partitions()
+        self._pending.discard({tp for tp in self._pending.first_pending() if tp not in assigned})
+        self._buffer.retain(assigned)
+        self._wakeup()
+
+    async def unsubscribe(self) -> None:
+        """Stop consuming: leave the group (revoking partitions: auto-commit, then the
+        listener) when subscribed, and drop the subscription or assignment."""
+        group = self._membership is not None and self._subscriptions.has_auto_assignment()
+        if group and self._driver is not None and self._driver.running and not self._closed:
+            await self._leave_group(
+                "the consumer unsubscribed", self._config.default_api_timeout_ms / 1000
+            )
+        else:
+            self._metadata.set_topics(())
+        self._subscriptions.unsubscribe()
+        self._listener = None
+        self._pending.clear()
+        self._buffer.retain(())
+        if group and self._commits is not None:
+            self._commits.fail_pending(
+                KafkaError("the consumer unsubscribed before this group operation completed")
+            )
+        self._wakeup()
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subscriptions.assigned_partitions()
+
+    def subscription(self) -> frozenset[str]:
+        return self._subscriptions.subscription()
+
+    def _wakeup(self) -> None:
+        if self._driver is not None:
+            self._driver.wakeup()
+
+    # -- positions ------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Fetch `partition` from `offset` next (buffered records past it are dropped)."""
+        if not isinstance(offset, int) or offset < 0:
+            raise KafkaConfigError(f"seek() offset must be an int >= 0, got {offset!r}")
+        tp = TopicPartition(*partition)
+        self._subscriptions.seek(tp, offset)
+        self._pending.discard((tp,))
+        self._buffer.remove(tp)
+        self._wakeup()
+
+    async def seek_to_beginning(
+        self, *partitions: TopicPartition, timeout_ms: float | None = None
+    ) -> None:
+        """Move to the log start of `partitions` (default: all assigned) and wait for it."""
+        await self._reset_to(OffsetResetStrategy.EARLIEST, partitions, timeout_ms)
+
+    async def seek_to_end(
+        self, *partitions: TopicPartition, timeout_ms: float | None = None
+    ) -> None:
+        """Move to the log end of `partitions` (default: all assigned) and wait for it."""
+        await self._reset_to(OffsetResetStrategy.LATEST, partitions, timeout_ms)
+
+    async def _reset_to(
+        self,
+        strategy: OffsetResetStrategy,
+        partitions: tuple[TopicPartition, ...],
+        timeout_ms: float | None,
+    ) -> None:
+        self._check()
+        tps = [TopicPartition(*tp) for tp in partitions] or sorted(self.assignment())
+        for tp in tps:
+            self._subscriptions.request_offset_reset(tp, strategy)
+            self._buffer.remove(tp)
+        self._pending.discard(tps)
+        active = tuple(tp for tp in tps if not self._subscriptions.state(tp).paused)
+        if active:
+            await self._submit(AwaitPositionsEvent(self._deadline(timeout_ms), active), timeout_ms)
+        else:
+            self._wakeup()
+
+    async def position(self, partition: TopicPartition, *, timeout_ms: float | None = None) -> int:
+        """The offset of the next record to be handed out (waits for a reset if needed)."""
+        self._check()
+        tp = TopicPartition(*partition)
+        st = self._subscriptions.state(tp)
+        if st.fetch_state is FetchState.FETCHING and st.position is not None:
+            first = self._pending.first_pending().get(tp)
+            return st.position.offset if first is None else first.offset
+        positions = await self._submit(
+            AwaitPositionsEvent(self._deadline(timeout_ms), (tp,)), timeout_ms
+        )
+        return int(positions[tp])
+
+    async def committed(
+        self, partition: TopicPartition, *, timeout_ms: float | None = None
+    ) -> OffsetAndMetadata | None:
+        """The group's committed offset for `partition`, or None if nothing is committed."""
+        self._check()
+        self._require_group("committed()")
+        tp = TopicPartition(*partition)
+        result = await self._submit(
+            FetchCommittedEvent(self._deadline(timeout_ms), (tp,)), timeout_ms
+        )
+        value = result.get(tp)
+        assert value is None or isinstance(value, OffsetAndMetadata)
+        return value
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Commit `offsets` ({tp: next offset to read}) or, by default, the positions of
+        every assigned partition (the records handed out so far); retries retriable errors
+        until `timeout_ms` (default_api_timeout_ms).
+
+        Raises CommitFailedError when the member lost its partitions (rejoin by polling)
+        and RebalanceInProgressError during a rebalance.
+        """
+        self._check()
+        self._require_group("commit()")
+        event = CommitEvent(self._deadline(timeout_ms), offsets=self._to_commit(offsets))
+        await self._submit(event, timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> Awaitable[dict[TopicPartition, OffsetAndMetadata]]:
+        """Start committing (one attempt, once the coordinator is known); returns an
+        awaitable of the committed offsets that need not be awaited.
+
+        ``callback(offsets, error_or_None)`` (sync or async) runs in the application's task
+        during a later consumer call (getmany, getone, iteration, close), as in Java.
+        """
+        self._check()
+        self._require_group("commit_async()")
+        wanted = self._to_commit(offsets)
+        event = CommitEvent(self._deadline(None), offsets=wanted, retry=False)
+        if callback is not None:
+            event.on_done = lambda error: self._background.put_callback(
+                lambda: callback(wanted, error)
+            )
+        self._events.put(event)
+        return _CommitFuture(event, self._config.default_api_timeout_ms / 1000 + _CHECK_INTERVAL_S)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation, member id and group instance id (for a
+        transactional producer's ``send_offsets_to_transaction``)."""
+        membership = self._require_group("group_metadata()")
+        generation = membership.generation
+        return ConsumerGroupMetadata(
+            membership.group_id,
+            generation.generation_id,
+            generation.member_id,
+            membership.group_instance_id,
+        )
+
+    def _require_group(self, what: str) -> ClassicMembershipManager:
+        if self._membership is None:
+            raise KafkaConfigError(f"{what} needs a group_id: offsets are committed per group")
+        return self._membership
+
+    def _to_commit(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is None:
+            return self._consumed_offsets()
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if not isinstance(tp, tuple) or len(tp) != 2:
+                raise KafkaConfigError(f"commit offsets are keyed by TopicPartition, got {tp!r}")
+            om = value if isinstance(value, OffsetAndMetadata) else None
+            if om is None and isinstance(value, int) and not isinstance(value, bool):
+                om = OffsetAndMetadata(value)
+            if om is None or om.offset < 0:
+                raise KafkaConfigError(
+                    f"commit offset for {tp} must be an int >= 0 or an OffsetAndMetadata, "
+                    f"got {value!r}"
+                )
+            out[TopicPartition(str(tp[0]), int(tp[1]))] = om
+        return out
+
+    def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Positions of assigned partitions, counting only records handed to the app."""
+        offsets = self._subscriptions.all_consumed()
+        for tp, record in self._pending.first_pending().items():
+            if tp in offsets:
+                offsets[tp] = OffsetAndMetadata(record.offset, "", record.leader_epoch)
+        return offsets
+
+    def _on_commit(self, event: CommitEvent, now: float) -> None:
+        assert self._commits is not None
+        if event.retry:
+            handle = self._commits.commit_sync(event.offsets, event.deadline_ms)
+        else:
+            handle = self._commits.commit_async(event.offsets, event.deadline_ms)
+
+        def done(h: Any) -> None:
+            if h.error is not None:
+                event.fail(h.error)
+            else:
+                event.complete(h.result)
+            if event.on_done is not None:
+                event.on_done(h.error)
+            elif h.error is not None and not event.retry:
+                log.info("commit_async failed: %s", h.error)
+
+        handle.add_done_callback(done)
+
+    def _on_fetch_committed(self, event: FetchCommittedEvent, now: float) -> None:
+        assert self._commits is not None
+        handle = self._commits.fetch_committed(event.partitions, event.deadline_ms)
+
+        def done(h: Any) -> None:
+            if h.error is not None:
+                event.fail(h.error)
+            else:
+                event.complete(h.result)
+
+        handle.add_done_callback(done)
+
+    # -- pause ----------------------------------------------------------------------------
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop handing out and fetching records of `partitions`; positions stay put."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._subscriptions.pause(tps)
+        self._drop_pending(frozenset(tps))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._subscriptions.resume(TopicPartition(*tp) for tp in partitions)
+        self._wakeup()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subscriptions.paused_partitions()
+
+    # -- offsets lookups ------------------------------------------------------------------
+
+    async def offsets_for_times(
+        self, timestamps: dict[TopicPartition, int], *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset whose timestamp is >= the given one (ms), per partition; None
+        where no such record exists."""
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or ts < 0:
+                raise KafkaConfigError(f"timestamp for {tp} must be an int >= 0, got {ts!r}")
+        answers = await self._list_offsets(timestamps, timeout_ms)
+        return {
+            tp: None if a is None else OffsetAndTimestamp(a[0], a[1], a[2])
+            for tp, a in answers.items()
+        }
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        answers = await self._list_offsets(
+            dict.fromkeys(partitions, EARLIEST_TIMESTAMP), timeout_ms
+        )
+        return {tp: -1 if a is None else a[0] for tp, a in answers.items()}
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """The log end offsets (the last stable offsets with read_committed)."""
+        answers = await self._list_offsets(dict.fromkeys(partitions, LATEST_TIMESTAMP), timeout_ms)
+        return {tp: -1 if a is None else a[0] for tp, a in answers.items()}
+
+    async def _list_offsets(
+        self, timestamps: dict[TopicPartition, int], timeout_ms: float | None
+    ) -> dict[TopicPartition, Any]:
+        self._check()
+        wanted = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
+        answers: dict[TopicPartition, Any] = await self._submit(
+            ListOffsetsEvent(self._deadline(timeout_ms), wanted), timeout_ms
+        )
+        return answers
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The high watermark from the latest fetch response, or None before one."""
+        return self._subscriptions.state(TopicPartition(*partition)).high_watermark
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        return self._subscriptions.state(TopicPartition(*partition)).last_stable_offset
+
+    def lag(self, partition: TopicPartition) -> int | None:
+        """High watermark minus position, when both are known."""
+        return self._subscriptions.lag(TopicPartition(*partition))
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition ids of `topic` from the cached metadata (None if unknown)."""
+        parts = self._metadata.cluster.partitions_for(topic)
+        return None if parts is None else set(parts)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _deadline(self, timeout_ms: float | None) -> float:
+        timeout = self._config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        return now_ms() + timeout
+
+    async def _submit(self, event: ApplicationEvent[Any], timeout_ms: float | None) -> Any:
+        self._check()
+        self._events.put(event)
+        timeout = self._config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        # the processor fails the event at its deadline; this guard only covers a dead driver
+        return await event.wait(timeout / 1000 + _CHECK_INTERVAL_S)
+
+    # -- records --------------------------------------------------------------------------
+
+    async def getmany(
+        self,
+        *partitions: TopicPartition,
+        timeout_ms: float = 0,
+        max_records: int | None = None,
+    ) -> Records:
+        """Records ready now, or the first to arrive within `timeout_ms`; {} if none did.
+
+        Returns at most `max_records` (default: max_poll_records, or all buffered) records,
+        only from `partitions` when given. Runs pending rebalance steps (listener callbacks)
+        and commit callbacks first. Raises errors the network task reported (e.g.
+        OffsetOutOfRangeError with auto_offset_reset='none', CorruptRecordError, group
+        errors such as GroupAuthorizationFailedError).
+        """
+        limit = max_records if max_records is not None else self._config.max_poll_records
+        only = frozenset(TopicPartition(*tp) for tp in partitions) if partitions else None
+        return await self._poll(limit, only, timeout_ms, from_pending=True)
+
+    async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
+        """The next record (waits as long as it takes).
+
+        Records are collected in batches (up to max_poll_records, default 500) and handed
+        out one by one; commits count only records handed out.
+        """
+        only = frozenset(TopicPartition(*tp) for tp in partitions) if partitions else None
+        batch = min(self._config.max_poll_records or _ITERATION_BATCH, _ITERATION_BATCH)
+        while True:
+            if len(self._background):
+                await self._run_background()
+            record = self._pending.pop(only)
+            if record is not None:
+                return record
+            records = await self._poll(batch, only, _CHECK_INTERVAL_S * 1000, from_pending=False)
+            self._pending.extend(records)
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord[Any, Any]:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            return await self.getone()
+        except KafkaError:
+            if self._closed:
+                raise StopAsyncIteration from None
+            raise
+
+    async def _poll(
+        self,
+        limit: int | None,
+        only: frozenset[TopicPartition] | None,
+        timeout_ms: float,
+        *,
+        from_pending: bool,
+    ) -> Records:
+        """One application poll: group bookkeeping, background steps, then records."""
+        driver = self._check()
+        deadline = anyio.current_time() + timeout_ms / 1000
+        while True:
+            self._poll_group()
+            await self._run_background()
+            if self._membership is not None and self._membership.fatal_error is not None:
+                raise self._membership.fatal_error
+            if from_pending and len(self._pending):
+                records = self._pending.take(limit, only)
+                if records:
+                    return records
+            before = len(self._buffer)
+            records = self._collector.collect(limit, only)
+            if len(self._buffer) != before:
+                driver.wakeup()  # buffer space freed: the fetcher may prefetch
+            if records:
+                return records
+            self._raise_missing_offsets()
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return {}
+            await self._wait_for_data(min(remaining, _CHECK_INTERVAL_S))
+            driver = self._check()
+
+    def _poll_group(self) -> None:
+        """Tell the membership the application polled (max_poll_interval_ms clock; the
+        first join and rejoins after a poll timeout start here)."""
+        membership = self._membership
+        if membership is None:
+            return
+        before = membership.state
+        membership.on_application_poll(now_ms())
+        if membership.state is not before:
+            assert self._bridge is not None
+            self._bridge.transfer()
+            self._wakeup()
+
+    def _drop_pending(self, partitions: Partitions) -> None:
+        """Forget collected-but-undelivered records of `partitions` and move their positions
+        back to the first of them (they are fetched again if the partition stays)."""
+        for tp, record in self._pending.discard(partitions).items():
+            if self._subscriptions.is_assigned(tp):
+                self._subscriptions.seek(tp, record.offset, record.leader_epoch)
+                self._buffer.remove(tp)
+
+    async def _commit_before_revoke(self, partitions: Partitions) -> None:
+        if self._membership is None or not self._config.enable_auto_commit:
+            return
+        consumed = self._subscriptions.all_consumed()
+        offsets = {tp: om for tp, om in consumed.items() if tp in partitions}
+        if not offsets:
+            return
+        timeout_ms = min(self._config.default_api_timeout_ms, self._membership.rebalance_timeout_ms)
+        try:
+            await self._submit(CommitEvent(self._deadline(timeout_ms), offsets=offsets), timeout_ms)
+        except KafkaError as exc:
+            log.warning(
+                "group %r: committing offsets before revoking %d partitions failed: %s",
+                self._membership.group_id,
+                len(partitions),
+                exc,
+            )
+
+    async def _wait_for_data(self, seconds: float) -> None:
+        event = self._data_ready = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await event.wait()
+
+    async def _run_background(self) -> None:
+        """Run background callbacks (application side) in order, then raise the first error
+        (a failing callback does not stop the ones after it; later errors stay queued)."""
+        if not len(self._background):
+            return
+        first_error: BaseException | None = None
+        for item in self._background.drain():
+            if isinstance(item, BaseException):
+                error: BaseException = item
+            else:
+                try:
+                    result = item()
+                    if inspect.isawaitable(result):
+                        await result
+                    continue
+                except Exception as exc:
+                    error = exc
+            if first_error is None:
+                first_error = error
+            else:
+                self._background.put_error(error)  # raised by a later call
+        if first_error is not None:
+            raise first_error
+
+    def _raise_missing_offsets(self) -> None:
+        subs = self._subscriptions
+        missing = [
+            tp
+            for tp in subs.assigned_partitions()
+            if (st := subs.state(tp)).fetch_state is FetchState.AWAIT_RESET
+            and st.reset_strategy is OffsetResetStrategy.NONE
+            and not st.paused
+        ]
+        if missing:
+            raise NoOffsetForPartitionError(missing)
+
+
+class _RebalanceSteps:
+    """The consumer's side of the rebalance steps (see GroupEventBridge)."""
+
+    __slots__ = ("_consumer",)
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+
+    def listener(self) -> RebalanceListener | None:
+        return self._consumer._listener
+
+    def drop_pending(self, partitions: Partitions) -> None:
+        self._consumer._drop_pending(partitions)
+
+    async def commit_before_revoke(self, partitions: Partitions) -> None:
+        await self._consumer._commit_before_revoke(partitions)
+
+    def now(self) -> float:
+        return now_ms()
+
+    def wakeup(self) -> None:
+        self._consumer._wakeup()
+
+
+class _CommitFuture:
+    """What commit_async returns: awaiting it waits for the commit (the commit runs whether
+    or not anyone awaits)."""
+
+    __slots__ = ("_event", "_timeout_s")
+
+    def __init__(self, event: CommitEvent, timeout_s: float) -> None:
+        self._event = event
+        self._timeout_s = timeout_s
+
+    @property
+    def done(self) -> bool:
+        return self._event.done
+
+    def __await__(self) -> Generator[Any, None, dict[TopicPartition, OffsetAndMetadata]]:
+        result: dict[TopicPartition, OffsetAndMetadata] = yield from self._event.wait(
+            self._timeout_s
+        ).__await__()
+        return result

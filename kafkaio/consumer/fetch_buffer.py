@@ -1,0 +1,328 @@
+"""Completed fetches waiting for the application, and the collector that hands records out.
+
+Record blobs are decoded lazily on the application side, batch by batch, as records are
+taken; positions advance only when records are handed out (read_committed filtering here).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkaio.consumer.record import ConsumerRecord, identity
+from kafkaio.consumer.subscription import FetchState, SubscriptionState
+from kafkaio.errors import CorruptRecordError
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.records import LegacyRecordBatch, RecordBatch, iter_batches
+from kafkaio.records.record import ControlRecordType, RecordTuple
+
+Batch = RecordBatch | LegacyRecordBatch
+
+
+RecordMaker = Callable[[Any, int, "int | None"], ConsumerRecord[Any, Any]]
+
+
+@dataclass(slots=True, eq=False)
+class CompletedFetch:
+    """One partition's records blob from one Fetch response, consumed incrementally.
+
+    ``next_fetch_offset`` is the offset after the last record handed out (or skipped: control
+    batches, aborted transactions, records below the fetch offset); the position follows it.
+    ``aborted`` holds (producer_id, first_offset) pairs from the response (read_committed).
+    Batches decode to plain tuples (``record_tuples``); ConsumerRecords are built only for
+    records handed out.
+    """
+
+    tp: TopicPartition
+    fetch_offset: int
+    records: bytes | bytearray | memoryview
+    aborted: list[tuple[int, int]] | None = None
+    size: int = 0
+    next_fetch_offset: int = field(init=False)
+    last_epoch: int | None = field(default=None, init=False)
+    exhausted: bool = field(default=False, init=False)
+    _batches: Iterator[Batch] | None = field(default=None, init=False, repr=False)
+    _current: list[RecordTuple] = field(default_factory=list, init=False, repr=False)
+    _index: int = field(default=0, init=False, repr=False)
+    _batch_next: int = field(default=0, init=False, repr=False)
+    _ts_type: int = field(default=0, init=False, repr=False)
+    _epoch: int | None = field(default=None, init=False, repr=False)
+    _aborted_pids: set[int] = field(default_factory=set, init=False, repr=False)
+    _aborted_heap: list[tuple[int, int]] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.next_fetch_offset = self.fetch_offset
+        if not self.size:
+            self.size = len(self.records)
+        if self.aborted:  # (first_offset, producer_id), smallest first offset on top
+            self._aborted_heap = [(first, pid) for pid, first in self.aborted]
+            heapq.heapify(self._aborted_heap)
+
+    def take(
+        self,
+        max_records: int,
+        make: RecordMaker,
+        *,
+        read_committed: bool,
+        check_crcs: bool = True,
+    ) -> list[ConsumerRecord[Any, Any]]:
+        """Up to `max_records` records from the current position, decoding batches as needed;
+        `make(record_tuple, timestamp_type, leader_epoch)` builds each one handed out.
+
+        Raises CorruptRecordError (naming topic, partition, offset) for bad data; the fetch is
+        then exhausted so the position stays at the bad batch.
+        """
+        out: list[ConsumerRecord[Any, Any]] = []
+        while len(out) < max_records:
+            current = self._current
+            index = self._index
+            if index < len(current):
+                end = min(len(current), index + max_records - len(out))
+                ts_type, epoch = self._ts_type, self._epoch
+                out.extend([make(r, ts_type, epoch) for r in current[index:end]])
+                self._index = end
+                self.next_fetch_offset = current[end - 1][0] + 1
+                self.last_epoch = epoch
+                if end == len(current):
+                    self.next_fetch_offset = max(self.next_fetch_offset, self._batch_next)
+                continue
+            batch = self._next_batch(check_crcs)
+            if batch is None:
+                break
+            self._load(batch, read_committed)
+        return out
+
+    def _next_batch(self, check_crcs: bool) -> Batch | None:
+        if self.exhausted:
+            return None
+        if self._batches is None:
+            self._batches = iter_batches(
+                self.records,
+                topic=self.tp.topic,
+                partition=self.tp.partition,
+                verify_crc=check_crcs,
+            )
+        try:
+            batch = next(self._batches, None)
+        except CorruptRecordError:
+            self.exhausted = True
+            raise
+        if batch is None:
+            self.exhausted = True
+        return batch
+
+    def _load(self, batch: Batch, read_committed: bool) -> None:
+        """Make `batch`'s deliverable records current, or skip the batch."""
+        self._current = []
+        self._index = 0
+        next_offset = batch.next_offset
+        if next_offset <= self.next_fetch_offset:
+            return  # wholly before the position (compacted or compressed-batch overlap)
+        if read_committed and batch.producer_id >= 0:
+            aborted = self._aborted_heap
+            while aborted and aborted[0][0] <= batch.last_offset:
+                self._aborted_pids.add(heapq.heappop(aborted)[1])
+            if batch.is_control:
+                self._end_transaction(batch)
+                self.next_fetch_offset = next_offset
+                return
+            if batch.is_transactional and batch.producer_id in self._aborted_pids:
+                self.next_fetch_offset = next_offset
+                return
+        if batch.is_control:
+            self.next_fetch_offset = next_offset
+            return
+        try:
+            records = batch.record_tuples()
+        except CorruptRecordError:
+            self.exhausted = True
+            raise
+        start = 0
+        if records and records[0][0] < self.next_fetch_offset:
+            pos = self.next_fetch_offset
+            while start < len(records) and records[start][0] < pos:
+                start += 1
+        self._current = records
+        self._index = start
+        self._batch_next = next_offset
+        self._ts_type = batch.timestamp_type
+        epoch = batch.partition_leader_epoch
+        self._epoch = None if epoch < 0 else epoch
+        if start == len(records):  # every record was removed by compaction or skipped
+            self.next_fetch_offset = next_offset
+
+    def _end_transaction(self, batch: Batch) -> None:
+        for record in batch.record_tuples():
+            key = record[2]
+            if (
+                key is not None
+                and len(key) >= 4
+                and int.from_bytes(key[2:4], "big") == int(ControlRecordType.ABORT)
+            ):
+                self._aborted_pids.discard(batch.producer_id)
+            break
+
+
+class FetchBuffer:
+    """Completed fetches by partition (at most one each: the fetcher waits for it to drain).
+
+    Filled by the network task, drained by the collector on the application side.
+    ``on_data`` is called whenever a fetch is added (the consumer wakes a waiting getmany).
+    """
+
+    def __init__(self) -> None:
+        self._fetches: dict[TopicPartition, CompletedFetch] = {}
+        self._bytes = 0
+        self.on_data: Callable[[], None] = lambda: None
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._bytes
+
+    def has_data(self, tp: TopicPartition) -> bool:
+        return tp in self._fetches
+
+    def partitions(self) -> list[TopicPartition]:
+        return list(self._fetches)
+
+    def add(self, fetch: CompletedFetch) -> None:
+        old = self._fetches.pop(fetch.tp, None)
+        if old is not None:
+            self._bytes -= old.size
+        self._fetches[fetch.tp] = fetch
+        self._bytes += fetch.size
+        self.on_data()
+
+    def get(self, tp: TopicPartition) -> CompletedFetch | None:
+        return self._fetches.get(tp)
+
+    def remove(self, tp: TopicPartition) -> None:
+        fetch = self._fetches.pop(tp, None)
+        if fetch is not None:
+            self._bytes -= fetch.size
+
+    def retain(self, partitions: Collection[TopicPartition]) -> None:
+        """Drop data of partitions no longer assigned."""
+        for tp in [tp for tp in self._fetches if tp not in partitions]:
+            self.remove(tp)
+
+    def __len__(self) -> int:
+        return len(self._fetches)
+
+
+class FetchCollector:
+    """Hands buffered records to the application as ConsumerRecords and advances positions.
+
+    Runs on the application side, so decoding costs land where records are consumed.
+    Data of partitions that are no longer assigned, or whose position moved (seek, reset),
+    is dropped; paused partitions keep their data but hand out nothing.
+    """
+
+    def __init__(
+        self,
+        subscriptions: SubscriptionState,
+        buffer: FetchBuffer,
+        *,
+        read_committed: bool = False,
+        check_crcs: bool = True,
+        key_deserializer: Callable[[bytes | None], Any] = identity,
+        value_deserializer: Callable[[bytes | None], Any] = identity,
+    ) -> None:
+        self._subscriptions = subscriptions
+        self._buffer = buffer
+        self._read_committed = read_committed
+        self._check_crcs = check_crcs
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+
+    def collect(
+        self,
+        max_records: int | None = None,
+        partitions: Collection[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Take up to `max_records` records (None: all buffered), optionally only from
+        `partitions`; positions advance past what is returned."""
+        remaining = max_records if max_records is not None else 1 << 62
+        result: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        subs = self._subscriptions
+        for tp in self._buffer.partitions():
+            if remaining <= 0:
+                break
+            if partitions is not None and tp not in partitions:
+                continue
+            fetch = self._buffer.get(tp)
+            assert fetch is not None
+            if not subs.is_assigned(tp):
+                self._buffer.remove(tp)
+                continue
+            st = subs.state(tp)
+            if (
+                st.position is None
+                or st.fetch_state is not FetchState.FETCHING
+                or st.position.offset != fetch.next_fetch_offset
+            ):
+                self._buffer.remove(tp)  # seek or reset since the fetch: stale data
+                continue
+            if st.paused:
+                continue
+            try:
+                records = fetch.take(
+                    remaining,
+                    self._make(tp),
+                    read_committed=self._read_committed,
+                    check_crcs=self._check_crcs,
+                )
+            finally:
+                if fetch.exhausted:
+                    self._buffer.remove(tp)
+            if fetch.next_fetch_offset != st.position.offset:
+                subs.advance(tp, fetch.next_fetch_offset, fetch.last_epoch)
+            if records:
+                result[tp] = records
+                remaining -= len(records)
+        return result
+
+    def _make(self, tp: TopicPartition) -> RecordMaker:
+        """A builder of ConsumerRecords for `tp` (one closure per partition and call)."""
+        topic, partition = tp
+        kd, vd = self._key_deserializer, self._value_deserializer
+        cls = ConsumerRecord
+        if kd is identity and vd is identity:
+
+            def make_plain(r: Any, ts_type: int, epoch: int | None) -> ConsumerRecord[Any, Any]:
+                key, value = r[2], r[3]
+                return cls(
+                    topic,
+                    partition,
+                    r[0],
+                    r[1],
+                    ts_type,
+                    key,
+                    value,
+                    r[4],
+                    epoch,
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                )
+
+            return make_plain
+
+        def make(r: Any, ts_type: int, epoch: int | None) -> ConsumerRecord[Any, Any]:
+            key, value = r[2], r[3]
+            return cls(
+                topic,
+                partition,
+                r[0],
+                r[1],
+                ts_type,
+                kd(key),
+                vd(value),
+                r[4],
+                epoch,
+                -1 if key is None else len(key),
+                -1 if value is None else len(value),
+            )
+
+        return make

@@ -1,0 +1,265 @@
+"""FetchManager: the sans-I/O request manager that builds one Fetch request per leader.
+
+It fetches partitions that have a position and no buffered data, at most one request per
+node, and files responses into the FetchBuffer (errors -> resets or metadata refreshes).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkaio.backoff import ExponentialBackoff
+from kafkaio.consumer.config import ConsumerConfig
+from kafkaio.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from kafkaio.consumer.subscription import OffsetResetStrategy, SubscriptionState
+from kafkaio.errors import (
+    BrokerResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.protocol.messages import FetchRequest, FetchResponse
+from kafkaio.runtime.requests import PollResult, UnsentRequest
+
+_NO_ID = uuid.UUID(int=0)
+LAST_NAME_ONLY_FETCH_VERSION = 12  # v13+ identifies topics by id only
+
+
+@dataclass(slots=True)
+class _InFlightFetch:
+    """What was asked of one node: fetch offset per partition, and topic names by id."""
+
+    offsets: dict[TopicPartition, int]
+    names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+
+
+class FetchManager:
+    """Builds Fetch requests for fetchable partitions and handles their responses.
+
+    Sessionless full fetches (session_id 0, epoch -1): every request lists every partition
+    it wants. Prefetch: a partition is fetched again as soon as the application has drained
+    its buffered data, while total buffered bytes stay under the buffer cap.
+    Errors travel to the application through `report_error` (the background-event queue).
+    """
+
+    def __init__(
+        self,
+        subscriptions: SubscriptionState,
+        metadata: MetadataManager,
+        buffer: FetchBuffer,
+        config: ConsumerConfig,
+        report_error: Callable[[BaseException], None],
+        *,
+        rng: Callable[[], float] | None = None,
+    ) -> None:
+        self._subscriptions = subscriptions
+        self._metadata = metadata
+        self._buffer = buffer
+        self._config = config
+        self._report_error = report_error
+        kwargs: dict[str, Any] = {} if rng is None else {"rng": rng}
+        self._backoff = ExponentialBackoff(
+            config.retry_backoff_ms, config.retry_backoff_max_ms, **kwargs
+        )
+        self._in_flight: dict[int, _InFlightFetch] = {}
+        self._node_failures: dict[int, int] = {}
+        self._node_retry_at: dict[int, float] = {}
+        self._partition_retry_at: dict[TopicPartition, float] = {}
+        self._awaiting_metadata: dict[TopicPartition, int] = {}
+
+    @property
+    def in_flight_nodes(self) -> frozenset[int]:
+        return frozenset(self._in_flight)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def poll(self, now: float) -> PollResult:
+        if self._buffer.buffered_bytes >= self._config.buffer_max_bytes:
+            return PollResult([], math.inf)  # the consumer wakes the driver after draining
+        cluster = self._metadata.cluster
+        by_node: dict[int, list[TopicPartition]] = {}
+        wait = math.inf
+        need_metadata = False
+        for tp in self._subscriptions.fetchable_partitions():
+            if self._buffer.has_data(tp):
+                continue
+            seen = self._awaiting_metadata.get(tp)
+            if seen is not None:
+                if self._metadata.version <= seen:
+                    continue
+                del self._awaiting_metadata[tp]
+            retry_at = self._partition_retry_at.get(tp)
+            if retry_at is not None:
+                if now < retry_at:
+                    wait = min(wait, retry_at - now)
+                    continue
+                del self._partition_retry_at[tp]
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                need_metadata = True
+                continue
+            if leader in self._in_flight:
+                continue
+            node_retry = self._node_retry_at.get(leader, -math.inf)
+            if now < node_retry:
+                wait = min(wait, node_retry - now)
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        if need_metadata:
+            self._metadata.request_update()
+        requests = [self._build(node, tps) for node, tps in by_node.items()]
+        return PollResult(requests, wait)
+
+    def _build(self, node: int, partitions: list[TopicPartition]) -> UnsentRequest:
+        cluster = self._metadata.cluster
+        cfg = self._config
+        topics: dict[str, FetchRequest.FetchTopic] = {}
+        context = _InFlightFetch({})
+        use_ids = True
+        for tp in partitions:
+            position = self._subscriptions.position(tp)
+            assert position is not None
+            topic = topics.get(tp.topic)
+            if topic is None:
+                topic_id = cluster.topic_id(tp.topic) or _NO_ID
+                if topic_id == _NO_ID:
+                    use_ids = False
+                else:
+                    context.names_by_id[topic_id] = tp.topic
+                topic = topics[tp.topic] = FetchRequest.FetchTopic(
+                    topic=tp.topic, topic_id=topic_id
+                )
+            epoch = cluster.leader_epoch(tp)
+            topic.partitions.append(
+                FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=-1 if epoch is None else epoch,
+                    fetch_offset=position.offset,
+                    partition_max_bytes=cfg.max_partition_fetch_bytes,
+                )
+            )
+            context.offsets[tp] = position.offset
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=cfg.fetch_max_wait_ms,
+            min_bytes=cfg.fetch_min_bytes,
+            max_bytes=cfg.fetch_max_bytes,
+            isolation_level=cfg.isolation,
+            session_id=0,
+            session_epoch=-1,  # sessionless full fetch (KIP-227 sessions: not yet)
+            topics=list(topics.values()),
+            rack_id=cfg.client_rack or "",
+        )
+        self._in_flight[node] = context
+
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self._on_complete(now, node, context, response, error)
+
+        return UnsentRequest(
+            node,
+            request,
+            handler,
+            # the broker may hold the request for max_wait_ms before answering
+            timeout_ms=None,
+            max_version=None if use_ids else LAST_NAME_ONLY_FETCH_VERSION,
+        )
+
+    # -- responses ------------------------------------------------------------------------
+
+    def _on_complete(
+        self,
+        now: float,
+        node: int,
+        context: _InFlightFetch,
+        response: Any,
+        error: BaseException | None,
+    ) -> None:
+        if self._in_flight.get(node) is context:
+            del self._in_flight[node]
+        if error is not None:
+            self._node_failed(now, node, error)
+            return
+        assert isinstance(response, FetchResponse)
+        if response.error_code:
+            cls = error_for_code(response.error_code)
+            self._node_failed(now, node, cls(None, node=node))
+            return
+        self._node_failures.pop(node, None)
+        self._node_retry_at.pop(node, None)
+        for topic in response.responses:
+            name = topic.topic or context.names_by_id.get(topic.topic_id)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                tp = TopicPartition(name, part.partition_index)
+                fetch_offset = context.offsets.get(tp)
+                if fetch_offset is not None:
+                    self._on_partition(now, tp, fetch_offset, part)
+
+    def _on_partition(
+        self, now: float, tp: TopicPartition, fetch_offset: int, part: FetchResponse.PartitionData
+    ) -> None:
+        subs = self._subscriptions
+        if not subs.is_assigned(tp):
+            return
+        st = subs.state(tp)
+        if st.position is None or st.position.offset != fetch_offset:
+            return  # seek or reset while the request was in flight
+        code = part.error_code
+        if code == 0:
+            subs.update_watermarks(
+                tp,
+                high_watermark=part.high_watermark,
+                log_start_offset=part.log_start_offset,
+                last_stable_offset=part.last_stable_offset,
+            )
+            records = part.records
+            if records is not None and len(records):
+                aborted = None
+                if part.aborted_transactions:
+                    aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions]
+                self._buffer.add(CompletedFetch(tp, fetch_offset, records, aborted))
+            return
+        cls = error_for_code(code)
+        if cls is OffsetOutOfRangeError:
+            if subs.default_reset is OffsetResetStrategy.NONE:
+                self._report_error(
+                    OffsetOutOfRangeError(
+                        f"fetch position {fetch_offset} of {tp} is outside the log and "
+                        "auto_offset_reset is 'none'; seek() it to continue",
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=fetch_offset,
+                    )
+                )
+                subs.request_offset_reset(tp, OffsetResetStrategy.NONE)
+            else:
+                subs.request_offset_reset(tp)
+            return
+        if cls.invalid_metadata or cls.name in ("FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH"):
+            leader = part.current_leader
+            if leader.leader_epoch >= 0:
+                self._metadata.observe_leader_epoch(tp, leader.leader_epoch)
+            self._awaiting_metadata[tp] = self._metadata.request_update()
+            return
+        attempts = 1 if cls.retriable else 10
+        self._partition_retry_at[tp] = now + self._backoff.delay_ms(attempts)
+        if not cls.retriable:
+            error: BrokerResponseError = cls(None, topic=tp.topic, partition=tp.partition)
+            self._report_error(error)
+
+    def _node_failed(self, now: float, node: int, error: BaseException) -> None:
+        attempts = self._node_failures.get(node, 0)
+        self._node_failures[node] = attempts + 1
+        self._node_retry_at[node] = now + self._backoff.delay_ms(attempts)
+        if isinstance(error, KafkaConnectionError) or (
+            isinstance(error, KafkaError) and type(error).invalid_metadata
+        ):
+            self._metadata.request_update()

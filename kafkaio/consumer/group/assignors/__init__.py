@@ -1,0 +1,48 @@
+"""Partition assignors of the classic consumer protocol: range, roundrobin and sticky.
+
+The group leader runs the assignor every member supports; see `ConsumerPartitionAssignor`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kafkaio.consumer.group.assignors.base import (
+    AbstractAssignor,
+    Assignments,
+    ConsumerPartitionAssignor,
+)
+from kafkaio.consumer.group.assignors.range import RangeAssignor
+from kafkaio.consumer.group.assignors.roundrobin import RoundRobinAssignor
+from kafkaio.consumer.group.assignors.sticky import StickyAssignor
+from kafkaio.errors import KafkaConfigError
+
+BUILTIN_ASSIGNORS: dict[str, Callable[[], ConsumerPartitionAssignor]] = {
+    RangeAssignor.name: RangeAssignor,
+    RoundRobinAssignor.name: RoundRobinAssignor,
+    StickyAssignor.name: StickyAssignor,
+}
+
+
+def assignor_for_name(name: str) -> ConsumerPartitionAssignor:
+    """A new built-in assignor for a ``partition_assignment_strategy`` name."""
+    try:
+        return BUILTIN_ASSIGNORS[name]()
+    except KeyError:
+        known = ", ".join(sorted(BUILTIN_ASSIGNORS))
+        raise KafkaConfigError(
+            f"unknown partition assignment strategy {name!r}; use one of: {known}, or pass an "
+            "object implementing ConsumerPartitionAssignor"
+        ) from None
+
+
+__all__ = [
+    "BUILTIN_ASSIGNORS",
+    "AbstractAssignor",
+    "Assignments",
+    "ConsumerPartitionAssignor",
+    "RangeAssignor",
+    "RoundRobinAssignor",
+    "StickyAssignor",
+    "assignor_for_name",
+]

@@ -1,0 +1,75 @@
+"""The ConsumerPartitionAssignor interface and helpers shared by the built-in assignors.
+
+An assignor is pure: the leader hands it partition counts and member subscriptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+from kafkaio.consumer.group.consumer_protocol import Assignment, Subscription
+from kafkaio.metadata.cluster import TopicPartition
+
+Assignments = dict[str, list[TopicPartition]]
+
+
+@runtime_checkable
+class ConsumerPartitionAssignor(Protocol):
+    """A partition assignment strategy of the classic "consumer" protocol.
+
+    ``name`` goes into JoinGroup; the group picks a name every member supports. The leader
+    calls `assign` with ``partitions_per_topic`` (partition counts of the topics known in
+    metadata) and every member's `Subscription`; it returns the partitions of every member
+    (members that get nothing map to an empty list). Every member calls
+    `subscription_user_data` when joining and `on_assignment` after each SyncGroup.
+    """
+
+    name: str
+
+    def assign(
+        self,
+        partitions_per_topic: Mapping[str, int],
+        subscriptions: Mapping[str, Subscription],
+    ) -> Assignments: ...
+
+    def subscription_user_data(self, topics: frozenset[str]) -> bytes | None: ...
+
+    def on_assignment(self, assignment: Assignment, generation: int) -> None: ...
+
+
+class AbstractAssignor:
+    """Base of the built-in assignors: no user data and nothing to remember by default."""
+
+    name: str = ""
+
+    def subscription_user_data(self, topics: frozenset[str]) -> bytes | None:
+        return None
+
+    def on_assignment(self, assignment: Assignment, generation: int) -> None:
+        return None
+
+
+def member_order_key(member_id: str, sub: Subscription) -> tuple[int, str]:
+    """Static members first (by group instance id), then dynamic ones by member id, as Java."""
+    if sub.group_instance_id is not None:
+        return (0, sub.group_instance_id)
+    return (1, member_id)
+
+
+def sorted_members(subscriptions: Mapping[str, Subscription]) -> list[str]:
+    return sorted(subscriptions, key=lambda m: member_order_key(m, subscriptions[m]))
+
+
+def topic_partitions(topic: str, count: int) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for p in range(count)]
+
+
+def all_subscribed_partitions(
+    partitions_per_topic: Mapping[str, int], topics: Iterable[str]
+) -> list[TopicPartition]:
+    """Partitions of the given topics that metadata knows, sorted by topic then partition."""
+    out: list[TopicPartition] = []
+    for topic in sorted(set(topics)):
+        out.extend(topic_partitions(topic, partitions_per_topic.get(topic, 0)))
+    return out

@@ -1,0 +1,118 @@
+"""Consumer construction: options validated up front, unknown names rejected with a hint,
+group options (subscribe needs a group id, assignment strategies by name or object)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkaio import Consumer, TopicPartition
+from kafkaio.consumer import ConsumerGroupMetadata
+from kafkaio.errors import KafkaConfigError, KafkaError
+
+
+def test_defaults_follow_java_and_aiokafka() -> None:
+    c = Consumer(bootstrap_servers="localhost:1").config
+    assert (c.fetch_min_bytes, c.fetch_max_bytes, c.fetch_max_wait_ms) == (1, 52428800, 500)
+    assert (c.max_partition_fetch_bytes, c.auto_offset_reset, c.isolation_level) == (
+        1048576,
+        "latest",
+        "read_uncommitted",
+    )
+    assert (c.enable_auto_commit, c.auto_commit_interval_ms, c.session_timeout_ms) == (
+        True,
+        5000,
+        45000,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"auto_offset_reset": "smallest"}, "auto_offset_reset"),
+        ({"isolation_level": "committed"}, "isolation_level"),
+        ({"fetch_max_bytes": 0}, "fetch_max_bytes"),
+        ({"max_poll_records": 0}, "max_poll_records"),
+        ({"fetch_max_wait_ms": 40_000}, "request_timeout_ms"),
+        ({"heartbeat_interval_ms": 50_000}, "session_timeout_ms"),
+        ({"value_deserializer": "utf-8"}, "value_deserializer"),
+        ({"fetch_max_wait": 100}, "did you mean 'fetch_max_wait_ms'"),
+        ({"request_timeout_ms": 0}, "request_timeout_ms"),
+    ],
+)
+def test_invalid_options_raise_at_construction(options: dict[str, object], message: str) -> None:
+    with pytest.raises(KafkaConfigError, match=message):
+        Consumer(bootstrap_servers="localhost:1", **options)
+
+
+def test_subscribe_needs_a_group_id() -> None:
+    with pytest.raises(KafkaConfigError, match="needs a group_id"):
+        Consumer("topic", bootstrap_servers="localhost:1")
+    consumer = Consumer(bootstrap_servers="localhost:1")
+    with pytest.raises(KafkaConfigError, match="needs a group_id"):
+        consumer.subscribe(["topic"])
+
+
+def test_subscribe_with_a_group_sets_topics_or_pattern() -> None:
+    consumer = Consumer("a", "b", bootstrap_servers="localhost:1", group_id="g")
+    assert consumer.subscription() == {"a", "b"}
+    consumer.subscribe("c")  # a single name is one topic, not its letters
+    assert consumer.subscription() == {"c"}
+    with pytest.raises(KafkaError, match="cannot be mixed"):
+        consumer.assign([TopicPartition("c", 0)])
+    with pytest.raises(KafkaConfigError, match="not both"):
+        consumer.subscribe(["a"], pattern="a.*")
+    with pytest.raises(KafkaConfigError, match="needs topics or a pattern"):
+        consumer.subscribe([])
+    other = Consumer(bootstrap_servers="localhost:1", group_id="g")
+    with pytest.raises(KafkaConfigError, match="invalid"):
+        other.subscribe(pattern="(")
+    with pytest.raises(KafkaConfigError, match="RebalanceListener"):
+        other.subscribe(["a"], listener=object())  # type: ignore[arg-type]
+
+
+def test_assignment_strategy_accepts_names_objects_and_classes() -> None:
+    from kafkaio.consumer import RangeAssignor, RoundRobinAssignor, StickyAssignor
+
+    config = Consumer(
+        bootstrap_servers="localhost:1",
+        group_id="g",
+        partition_assignment_strategy=["sticky", RoundRobinAssignor(), RangeAssignor],
+    ).config
+    made = config.assignors()
+    assert [type(a) for a in made] == [StickyAssignor, RoundRobinAssignor, RangeAssignor]
+    assert [type(a) for a in Consumer(bootstrap_servers="x:1").config.assignors()] == [
+        RangeAssignor
+    ]
+    single = Consumer(bootstrap_servers="x:1", partition_assignment_strategy="roundrobin")
+    assert [a.name for a in single.config.assignors()] == ["roundrobin"]
+    with pytest.raises(KafkaConfigError, match="unknown partition assignment strategy"):
+        Consumer(bootstrap_servers="x:1", partition_assignment_strategy=["fair"])
+    with pytest.raises(KafkaConfigError, match="neither a known name"):
+        Consumer(bootstrap_servers="x:1", partition_assignment_strategy=[42])
+
+
+async def test_group_calls_need_a_group_id() -> None:
+    consumer = Consumer(bootstrap_servers="localhost:1")
+    with pytest.raises(KafkaConfigError, match="needs a group_id"):
+        consumer.group_metadata()
+    metadata = Consumer(bootstrap_servers="x:1", group_id="g", group_instance_id="i1")
+    assert metadata.group_metadata() == ConsumerGroupMetadata("g", -1, "", "i1")
+
+
+def test_sync_calls_work_before_start() -> None:
+    consumer = Consumer(bootstrap_servers="localhost:1")
+    tps = [TopicPartition("a", 0), TopicPartition("a", 1)]
+    consumer.assign(tps)
+    assert consumer.assignment() == set(tps)
+    consumer.pause(tps[0])
+    assert consumer.paused() == {tps[0]}
+    consumer.seek(tps[1], 5)
+    assert consumer.highwater(tps[1]) is None and consumer.lag(tps[1]) is None
+    with pytest.raises(KafkaConfigError):
+        consumer.seek(tps[1], -1)
+
+
+async def test_calls_needing_the_network_task_fail_before_start() -> None:
+    consumer = Consumer(bootstrap_servers="localhost:1")
+    with pytest.raises(KafkaError, match="not started"):
+        await consumer.getmany()

@@ -1,0 +1,163 @@
+"""FetchBuffer + FetchCollector: lazy hand-out, positions advance only on hand-out, pause,
+seek and unassignment, read_committed filtering of aborted transactions, corrupt data."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkaio.consumer.fetch_buffer import CompletedFetch
+from kafkaio.errors import CorruptRecordError
+from kafkaio.records import Compression
+from kafkaio.records.record import ControlRecordType
+
+from .fakes import batch, control_batch, make_rig, tp, values
+
+
+def _rig_with(
+    blob: bytes, *, position: int = 0, aborted: list[tuple[int, int]] | None = None, **kw: object
+):  # type: ignore[no-untyped-def]
+    rig = make_rig(**kw)
+    rig.subscriptions.assign_from_user([tp(0), tp(1)])
+    rig.subscriptions.seek(tp(0), position)
+    rig.subscriptions.seek(tp(1), 0)
+    rig.buffer.add(CompletedFetch(tp(0), position, blob, aborted))
+    return rig
+
+
+def test_position_advances_only_when_records_are_handed_out() -> None:
+    rig = _rig_with(batch(0, values(0, 5)) + batch(5, values(5, 5)))
+    assert rig.subscriptions.position(tp(0)).offset == 0
+    first = rig.collector.collect(max_records=3)[tp(0)]
+    assert [r.offset for r in first] == [0, 1, 2]
+    assert rig.subscriptions.position(tp(0)).offset == 3
+    rest = rig.collector.collect(max_records=100)[tp(0)]
+    assert [r.offset for r in rest] == list(range(3, 10))
+    assert [r.value for r in rest] == values(3, 7)
+    assert rig.subscriptions.position(tp(0)).offset == 10
+    assert len(rig.buffer) == 0 and rig.buffer.buffered_bytes == 0
+    assert rig.collector.collect() == {}
+
+
+def test_record_fields() -> None:
+    rig = _rig_with(batch(0, [b"abc"], timestamp=77))
+    (record,) = rig.collector.collect()[tp(0)]
+    assert (record.topic, record.partition, record.offset) == ("t", 0, 0)
+    assert (record.timestamp, record.timestamp_type) == (77, 0)
+    assert (record.key, record.value, list(record.headers)) == (b"k0", b"abc", [])
+    assert (record.serialized_key_size, record.serialized_value_size) == (2, 3)
+
+
+def test_deserializers_apply() -> None:
+    rig = _rig_with(
+        batch(0, [b"1", b"2"]),
+        key_deserializer=lambda b: b.decode().upper(),
+        value_deserializer=lambda b: int(b) * 10,
+    )
+    records = rig.collector.collect()[tp(0)]
+    assert [(r.key, r.value) for r in records] == [("K0", 10), ("K1", 20)]
+
+
+def test_records_below_the_position_are_skipped() -> None:
+    # a compressed batch starting before the fetch offset is returned whole by the broker
+    blob = batch(0, values(0, 10), compression=Compression.LZ4)
+    rig = _rig_with(blob, position=6)
+    records = rig.collector.collect()[tp(0)]
+    assert [r.offset for r in records] == [6, 7, 8, 9]
+    assert rig.subscriptions.position(tp(0)).offset == 10
+
+
+def test_paused_partition_keeps_data_and_position() -> None:
+    rig = _rig_with(batch(0, values(0, 4)))
+    rig.subscriptions.pause([tp(0)])
+    assert rig.collector.collect() == {}
+    assert rig.buffer.has_data(tp(0))
+    assert rig.subscriptions.position(tp(0)).offset == 0
+    rig.subscriptions.resume([tp(0)])
+    assert [r.offset for r in rig.collector.collect()[tp(0)]] == [0, 1, 2, 3]
+
+
+def test_seek_drops_buffered_data() -> None:
+    rig = _rig_with(batch(0, values(0, 4)))
+    rig.collector.collect(max_records=1)
+    rig.subscriptions.seek(tp(0), 100)
+    assert rig.collector.collect() == {}
+    assert not rig.buffer.has_data(tp(0))
+    assert rig.subscriptions.position(tp(0)).offset == 100
+
+
+def test_unassigned_partition_data_is_dropped() -> None:
+    rig = _rig_with(batch(0, values(0, 4)))
+    rig.subscriptions.assign_from_user([tp(1)])
+    assert rig.collector.collect() == {}
+    assert len(rig.buffer) == 0
+
+
+def test_max_records_and_partition_filter_across_partitions() -> None:
+    rig = _rig_with(batch(0, values(0, 3)))
+    rig.buffer.add(CompletedFetch(tp(1), 0, batch(0, values(100, 3))))
+    only_one = rig.collector.collect(partitions={tp(1)})
+    assert list(only_one) == [tp(1)]
+    rig.buffer.add(CompletedFetch(tp(1), 3, batch(3, values(103, 3))))
+    both = rig.collector.collect(max_records=4)
+    assert sum(len(v) for v in both.values()) == 4
+    assert (
+        rig.subscriptions.position(tp(0)).offset + rig.subscriptions.position(tp(1)).offset == 3 + 4
+    )
+
+
+def _transactional_log() -> tuple[bytes, list[tuple[int, int]]]:
+    """offsets 0-1 committed txn (pid 7) + marker 2; 3-4 aborted txn (pid 8) + marker 5;
+    6 plain record; 7-8 committed txn (pid 8 again) + marker 9."""
+    blob = (
+        batch(0, [b"c0", b"c1"], producer_id=7, transactional=True)
+        + control_batch(2, 7, ControlRecordType.COMMIT)
+        + batch(3, [b"a0", b"a1"], producer_id=8, transactional=True)
+        + control_batch(5, 8, ControlRecordType.ABORT)
+        + batch(6, [b"plain"])
+        + batch(7, [b"c2", b"c3"], producer_id=8, transactional=True)
+        + control_batch(9, 8, ControlRecordType.COMMIT)
+    )
+    return blob, [(8, 3)]
+
+
+def test_read_committed_skips_aborted_transactions_and_markers() -> None:
+    blob, aborted = _transactional_log()
+    rig = _rig_with(blob, aborted=aborted, isolation_level="read_committed")
+    records = rig.collector.collect()[tp(0)]
+    assert [(r.offset, r.value) for r in records] == [
+        (0, b"c0"),
+        (1, b"c1"),
+        (6, b"plain"),
+        (7, b"c2"),
+        (8, b"c3"),
+    ]
+    assert rig.subscriptions.position(tp(0)).offset == 10  # past the last marker
+
+
+def test_read_uncommitted_returns_aborted_records_but_not_markers() -> None:
+    blob, aborted = _transactional_log()
+    rig = _rig_with(blob, aborted=aborted)
+    records = rig.collector.collect()[tp(0)]
+    assert [r.offset for r in records] == [0, 1, 3, 4, 6, 7, 8]
+    assert rig.subscriptions.position(tp(0)).offset == 10
+
+
+def test_fetch_of_only_markers_advances_position_without_records() -> None:
+    rig = _rig_with(
+        control_batch(4, 7, ControlRecordType.COMMIT), position=4, isolation_level="read_committed"
+    )
+    assert rig.collector.collect() == {}
+    assert rig.subscriptions.position(tp(0)).offset == 5
+
+
+def test_corrupt_batch_raises_and_keeps_position() -> None:
+    good = batch(0, values(0, 2))
+    bad = bytearray(batch(2, values(2, 2)))
+    bad[-1] ^= 0xFF
+    rig = _rig_with(good + bytes(bad))
+    assert [r.offset for r in rig.collector.collect(max_records=2)[tp(0)]] == [0, 1]
+    with pytest.raises(CorruptRecordError) as info:
+        rig.collector.collect()
+    assert (info.value.partition, info.value.offset) == (0, 2)
+    assert rig.subscriptions.position(tp(0)).offset == 2
+    assert not rig.buffer.has_data(tp(0))  # refetched next time; the error repeats until seek

@@ -1,0 +1,195 @@
+"""FetchManager: one Fetch per leader, in-flight and buffered partitions skipped, responses
+filed into the buffer, and per-partition errors turned into resets or metadata refreshes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy
+from kafkaio.errors import KafkaConnectionError, OffsetOutOfRangeError
+from kafkaio.protocol import messages as m
+from kafkaio.runtime.requests import UnsentRequest
+
+from .fakes import (
+    TOPIC,
+    TOPIC_ID,
+    batch,
+    fetch_response,
+    make_metadata,
+    make_rig,
+    partition_data,
+    tp,
+    values,
+)
+
+
+def _requested(request: UnsentRequest) -> dict[int, int]:
+    """{partition: fetch_offset} of a Fetch request."""
+    fetch: m.FetchRequest = request.request
+    return {p.partition: p.fetch_offset for t in fetch.topics for p in t.partitions}
+
+
+def _assigned_rig(**kwargs: Any) -> Any:
+    rig = make_rig(**kwargs)
+    rig.subscriptions.assign_from_user([tp(0), tp(1), tp(2)])
+    for p, offset in ((0, 10), (1, 20), (2, 30)):
+        rig.subscriptions.seek(tp(p), offset)
+    return rig
+
+
+def test_one_request_per_leader_with_positions_and_limits() -> None:
+    rig = _assigned_rig(fetch_max_wait_ms=250, fetch_min_bytes=7, max_partition_fetch_bytes=4096)
+    result = rig.fetcher.poll(0)
+    by_node = {r.node_id: r for r in result.requests}
+    assert set(by_node) == {1, 2}
+    assert _requested(by_node[1]) == {0: 10, 2: 30}
+    assert _requested(by_node[2]) == {1: 20}
+    request: m.FetchRequest = by_node[1].request
+    assert (request.max_wait_ms, request.min_bytes, request.isolation_level) == (250, 7, 0)
+    assert request.session_epoch == -1 and request.session_id == 0
+    topic = request.topics[0]
+    assert topic.topic == TOPIC and topic.topic_id == TOPIC_ID
+    assert all(p.partition_max_bytes == 4096 for p in topic.partitions)
+    assert all(p.current_leader_epoch == 5 for p in topic.partitions)
+    assert by_node[1].max_version is None  # topic ids known: any version
+
+
+def test_topic_without_id_caps_fetch_at_v12() -> None:
+    rig = make_rig(metadata=make_metadata(topic_id=None))
+    rig.subscriptions.assign_from_user([tp(0)])
+    rig.subscriptions.seek(tp(0), 0)
+    (request,) = rig.fetcher.poll(0).requests
+    assert request.max_version == 12
+
+
+def test_paused_unpositioned_and_in_flight_partitions_are_not_fetched() -> None:
+    rig = _assigned_rig()
+    rig.subscriptions.pause([tp(1)])
+    rig.subscriptions.request_offset_reset(tp(2))
+    (request,) = rig.fetcher.poll(0).requests
+    assert request.node_id == 1 and _requested(request) == {0: 10}
+    # node 1 has a request in flight: nothing new for it, even after resume of others
+    rig.subscriptions.seek(tp(2), 30)
+    rig.subscriptions.resume([tp(1)])
+    again = rig.fetcher.poll(1).requests
+    assert [r.node_id for r in again] == [2]
+    assert rig.fetcher.in_flight_nodes == {1, 2}
+
+
+def test_response_fills_buffer_and_watermarks_and_buffered_partition_waits() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    blob = batch(10, values(10, 3))
+    requests[1].handler(
+        5,
+        fetch_response(
+            partition_data(0, blob, high_watermark=13, last_stable_offset=12), partition_data(2)
+        ),
+        None,
+    )
+    assert rig.buffer.has_data(tp(0)) and not rig.buffer.has_data(tp(2))
+    st = rig.subscriptions.state(tp(0))
+    assert (st.high_watermark, st.last_stable_offset) == (13, 12)
+    assert rig.subscriptions.position(tp(0)).offset == 10  # nothing handed out yet
+    # partition 0 holds buffered data: node 1 is asked only for partition 2
+    (request,) = [r for r in rig.fetcher.poll(6).requests if r.node_id == 1]
+    assert _requested(request) == {2: 30}
+    # once the application drains it, partition 0 is fetched again from the new position
+    records = rig.collector.collect()
+    assert [r.offset for r in records[tp(0)]] == [10, 11, 12]
+    request.handler(7, fetch_response(), None)
+    (request,) = [r for r in rig.fetcher.poll(8).requests if r.node_id == 1]
+    assert _requested(request) == {0: 13, 2: 30}
+
+
+def test_names_in_responses_below_v13_are_understood() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[2].handler(
+        1, fetch_response(partition_data(1, batch(20, values(0, 2))), by_id=False), None
+    )
+    assert rig.buffer.has_data(tp(1))
+
+
+def test_stale_response_after_seek_is_dropped() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    rig.subscriptions.seek(tp(1), 500)
+    requests[2].handler(1, fetch_response(partition_data(1, batch(20, values(0, 2)))), None)
+    assert not rig.buffer.has_data(tp(1))
+
+
+def test_offset_out_of_range_resets_with_default_strategy() -> None:
+    rig = _assigned_rig(reset="latest")
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[2].handler(1, fetch_response(partition_data(1, error_code=1)), None)
+    st = rig.subscriptions.state(tp(1))
+    assert st.fetch_state is FetchState.AWAIT_RESET
+    assert st.reset_strategy is OffsetResetStrategy.LATEST
+    assert rig.errors == []
+
+
+def test_offset_out_of_range_with_reset_none_reports_error() -> None:
+    rig = _assigned_rig(reset="none")
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[2].handler(1, fetch_response(partition_data(1, error_code=1)), None)
+    (error,) = rig.errors
+    assert isinstance(error, OffsetOutOfRangeError)
+    assert error.context["partition"] == 1 and error.context["offset"] == 20
+    # it is not fetched again until the application seeks
+    assert all(1 not in _requested(r) for r in rig.fetcher.poll(2).requests)
+
+
+def test_not_leader_waits_for_newer_metadata() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    version = rig.metadata.version
+    requests[2].handler(1, fetch_response(partition_data(1, error_code=6)), None)  # NOT_LEADER
+    assert rig.metadata.time_to_next_update(200) == 0  # a refresh is due
+    assert all(1 not in _requested(r) for r in rig.fetcher.poll(200).requests)
+    # new metadata: partition 1 moved to node 3
+    rig.metadata.poll(300)
+    rig.metadata.on_response(300, _moved())
+    assert rig.metadata.version > version
+    (request,) = [r for r in rig.fetcher.poll(301).requests if 1 in _requested(r)]
+    assert request.node_id == 3
+
+
+def test_fenced_leader_epoch_also_refreshes_metadata() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[1].handler(
+        1, fetch_response(partition_data(0, error_code=74), partition_data(2)), None
+    )
+    assert rig.metadata.time_to_next_update(200) == 0
+    nodes = {r.node_id: _requested(r) for r in rig.fetcher.poll(200).requests}
+    assert nodes[1] == {2: 30}
+
+
+def test_connection_failure_backs_off_the_node() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[1].handler(10, None, KafkaConnectionError("lost"))
+    result = rig.fetcher.poll(20)
+    assert [r.node_id for r in result.requests] == []  # node 2 still in flight, node 1 backing off
+    assert 0 < result.next_poll_ms <= 100
+    assert [r.node_id for r in rig.fetcher.poll(10 + 100).requests] == [1]
+
+
+def test_full_buffer_stops_fetching() -> None:
+    rig = _assigned_rig(fetch_buffer_max_bytes=100)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[1].handler(1, fetch_response(partition_data(0, batch(10, values(10, 20)))), None)
+    assert rig.buffer.buffered_bytes >= 100
+    requests[2].handler(1, fetch_response(), None)
+    assert rig.fetcher.poll(2).requests == []
+    rig.collector.collect()
+    assert rig.buffer.buffered_bytes == 0
+    assert {r.node_id for r in rig.fetcher.poll(3).requests} == {1, 2}
+
+
+def _moved() -> m.MetadataResponse:
+    from .fakes import metadata_response
+
+    return metadata_response({0: 1, 1: 3, 2: 1}, topic_id=uuid.UUID(int=0xABC), epoch=6)

@@ -1,0 +1,115 @@
+"""The consumer's group wiring without a network: undelivered records (getone batches) do
+not count as consumed, revocations rewind them, pattern subscriptions follow metadata, and
+background callbacks keep running after one fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkaio import Consumer
+from kafkaio.consumer.record import ConsumerRecord
+from kafkaio.consumer.record_queue import RecordQueue
+from kafkaio.consumer.subscription import SubscriptionState
+from kafkaio.consumer.topics import SubscribedTopicsManager
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.structs import OffsetAndMetadata
+
+from .fakes import make_metadata, metadata_response
+
+A, B = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def record(tp: TopicPartition, offset: int) -> ConsumerRecord[Any, Any]:
+    return ConsumerRecord(tp.topic, tp.partition, offset, 0, 0, None, b"v", (), 3, -1, 1)
+
+
+def test_record_queue_keeps_partition_order_and_reports_first_pending() -> None:
+    queue = RecordQueue()
+    queue.extend({A: [record(A, 5), record(A, 6)], B: [record(B, 1)]})
+    assert {tp: r.offset for tp, r in queue.first_pending().items()} == {A: 5, B: 1}
+    first = queue.pop(frozenset({B}))
+    assert first is not None and first.offset == 1
+    assert queue.take(1) == {A: [record(A, 5)]}
+    assert queue.discard({A}) == {A: record(A, 6)}
+    assert len(queue) == 0 and queue.pop() is None
+
+
+def group_consumer() -> Consumer:
+    consumer = Consumer("t", bootstrap_servers="localhost:1", group_id="g")
+    subs = consumer._subscriptions
+    subs.assign_from_subscribed([A, B])
+    subs.seek(A, 10)  # as if records 0..9 were handed out or collected
+    subs.seek(B, 4)
+    return consumer
+
+
+def test_commit_counts_only_records_handed_to_the_application() -> None:
+    consumer = group_consumer()
+    consumer._pending.extend({A: [record(A, 7), record(A, 8), record(A, 9)]})
+    assert consumer._consumed_offsets() == {
+        A: OffsetAndMetadata(7, "", 3),
+        B: OffsetAndMetadata(4, "", None),
+    }
+    assert consumer._to_commit({A: 3, B: OffsetAndMetadata(2, "m")}) == {
+        A: OffsetAndMetadata(3),
+        B: OffsetAndMetadata(2, "m"),
+    }
+
+
+def test_revocation_rewinds_undelivered_records_before_committing() -> None:
+    consumer = group_consumer()
+    consumer._pending.extend({A: [record(A, 8), record(A, 9)], B: [record(B, 3)]})
+    consumer._drop_pending(frozenset({A}))
+    position = consumer._subscriptions.position(A)
+    assert position is not None and position.offset == 8  # fetched again if kept
+    assert consumer._subscriptions.all_consumed()[A].offset == 8  # what a revoke commits
+    assert {tp for tp in consumer._pending.first_pending()} == {B}
+
+
+def test_pause_rewinds_so_records_come_back_after_resume() -> None:
+    consumer = group_consumer()
+    consumer._pending.extend({B: [record(B, 2), record(B, 3)]})
+    consumer.pause(B)
+    position = consumer._subscriptions.position(B)
+    assert position is not None and position.offset == 2 and len(consumer._pending) == 0
+
+
+async def test_background_callbacks_after_a_failing_one_still_run() -> None:
+    consumer = Consumer(bootstrap_servers="localhost:1", group_id="g")
+    ran: list[str] = []
+
+    def bad() -> None:
+        raise ValueError("first")
+
+    async def good() -> None:
+        ran.append("good")
+
+    consumer._background.put_callback(bad)
+    consumer._background.put_callback(good)
+    consumer._background.put_error(KeyError("second"))
+    with pytest.raises(ValueError, match="first"):
+        await consumer._run_background()
+    assert ran == ["good"]
+    with pytest.raises(KeyError):  # later errors stay queued for the next call
+        await consumer._run_background()
+
+
+def test_pattern_subscription_requests_all_topics_and_matches_new_snapshots() -> None:
+    subs = SubscriptionState()
+    subs.subscribe_pattern("t|other")
+    metadata = make_metadata()  # a snapshot of topic "t" only
+    manager = SubscribedTopicsManager(subs, metadata, subs.subscription)
+    manager.poll(0)
+    assert metadata.all_topics
+    assert subs.subscription() == frozenset()  # the old snapshot was not an all-topics one
+    (request,) = metadata.poll(500).requests
+    assert request.request.topics is None  # every topic
+    metadata.on_response(501, metadata_response())
+    manager.poll(2)
+    assert subs.subscription() == {"t"}
+    assert metadata.topics == {"t"}
+    subs.unsubscribe()
+    manager.poll(3)
+    assert not metadata.all_topics
