@@ -52,8 +52,10 @@ class RecordAccumulator:
         delivery_timeout_ms: float,
         memory: MemoryBudget,
         clock: Callable[[], float] | None = None,
+        transactional: bool = False,
     ) -> None:
         self.batch_size = batch_size
+        self.transactional = transactional  # batches are written with is_transactional set
         self._clock = clock  # read only when a batch is created (see append)
         self.compression = compression
         self.linger_ms = linger_ms
@@ -102,7 +104,11 @@ class RecordAccumulator:
         if now is None:
             assert self._clock is not None, "pass now, or a clock to the constructor"
             now = self._clock()
-        builder = BatchBuilder(compression=self.compression, batch_size=self.batch_size)
+        builder = BatchBuilder(
+            compression=self.compression,
+            batch_size=self.batch_size,
+            is_transactional=self.transactional,
+        )
         batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout_ms)
         size = builder.append(timestamp, key, value, headers)
         assert size is not None  # the first record always fits

@@ -9,8 +9,8 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -33,8 +33,11 @@ from kafkaio.producer.idempotence import IdempotenceManager, IdState
 from kafkaio.producer.memory import MemoryBudget
 from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.producer.sender import Sender
+from kafkaio.producer.transaction_state import TxnResult, TxnState
+from kafkaio.producer.transactions import TransactionManager, group_metadata_of
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -76,6 +79,12 @@ class Producer:
     Call ``start``/``close`` from the same task (``async with`` does). Every record handed
     to the producer ends with metadata or an error: ``close`` flushes, and records it could
     not deliver fail with ProducerClosedError.
+
+    Transactions: ``Producer(..., transactional_id="app-1")``; ``start`` also runs
+    ``init_transactions`` (fencing older producers with the same id), then ``async with
+    p.transaction(): ...`` (or ``begin_transaction``/``commit_transaction``/
+    ``abort_transaction``) and ``send_offsets_to_transaction`` for consume-transform-produce.
+    See docs/transactions.md.
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
@@ -99,12 +108,23 @@ class Producer:
             delivery_timeout_ms=config.delivery_timeout_ms,
             memory=self._memory,
             clock=now_ms,
+            transactional=config.transactional_id is not None,
         )
         self._idempotence = IdempotenceManager(
             enabled=config.idempotence_wanted,
             required=config.idempotence_required,
             backoff=backoff,
+            transactional=config.transactional_id is not None,
         )
+        self._txn: TransactionManager | None = None
+        if config.transactional_id is not None:
+            self._txn = TransactionManager(
+                config.transactional_id,
+                config.transaction_timeout_ms,
+                self._idempotence,
+                backoff=backoff,
+                request_timeout_ms=config.request_timeout_ms,
+            )
         self._acks_interceptors = [
             i for i in config.interceptors if hasattr(i, "on_acknowledgement")
         ]
@@ -116,6 +136,7 @@ class Producer:
             self._idempotence,
             backoff=backoff,
             on_batch_done=self._acknowledge if self._acks_interceptors else None,
+            transactions=self._txn,
         )
         self._partitioner = DefaultPartitioner(config.batch_size)
         self._custom_partitioner = config.partitioner
@@ -144,7 +165,12 @@ class Producer:
         if self._state is not _State.NEW:
             raise KafkaError("a Producer can be started once; make a new one")
         self._connections = ConnectionManager(self._bootstrap, self._conn_config)
-        self._driver = NetworkDriver(self._connections, self._metadata, [self._sender])
+        self._driver = NetworkDriver(
+            self._connections,
+            self._metadata,
+            [self._sender],
+            extra_nodes=None if self._txn is None else self._txn.addresses,
+        )
         self._stack = AsyncExitStack()
         tg = await self._stack.enter_async_context(anyio.create_task_group())
         await tg.start(self._run_driver)
@@ -159,6 +185,12 @@ class Producer:
                 f"({self.config.max_block_ms:g} ms); last error: {error}. Check "
                 "bootstrap_servers and that the brokers are running"
             )
+        if self._txn is not None:
+            try:
+                await self.init_transactions()
+            except BaseException:
+                await self.close(timeout=0)
+                raise
         config = self.config
         if config.enable_idempotence is None and not config.idempotence_wanted:
             log.info(
@@ -253,6 +285,9 @@ class Producer:
         record larger than max_request_size or buffer_memory.
         """
         self._check_open()
+        txn = self._txn
+        if txn is not None:
+            txn.check_can_send()  # raises outside a transaction
         if self._send_interceptors:
             record = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
             for interceptor in self._send_interceptors:
@@ -289,6 +324,10 @@ class Producer:
                 f"partition {partition} of topic {topic!r} does not exist: the topic has "
                 f"{len(partitions)} partitions (0..{len(partitions) - 1})"
             )
+        tp = TopicPartition(topic, partition)
+        if txn is not None and txn.maybe_add_partition(tp):
+            assert self._driver is not None
+            self._driver.wakeup()  # AddPartitionsToTxn
         memory = self._memory
         if not memory.try_reserve(size):
             assert self._driver is not None
@@ -300,7 +339,7 @@ class Producer:
                 memory.release(size)
                 raise
         result = self._accumulator.append(
-            TopicPartition(topic, partition),
+            tp,
             timestamp_ms,
             key_bytes,
             value_bytes,
@@ -340,9 +379,138 @@ class Producer:
         self._check_open()
         return list((await self._partitions(topic))[1])
 
+    # -- transactions --------------------------------------------------------------------
+
+    @property
+    def transaction_state(self) -> TxnState | None:
+        """The transactional state (None for a producer without ``transactional_id``)."""
+        return None if self._txn is None else self._txn.state
+
+    async def init_transactions(self) -> None:
+        """Get the producer id and epoch for ``transactional_id`` (InitProducerId).
+
+        ``start`` calls it, so calling it again returns at once. It fences older producers
+        with the same transactional id and makes the coordinator finish (abort) a
+        transaction they left open. Raises ProducerFencedError or another fatal error if
+        the producer cannot be used; KafkaTimeoutError after max_block_ms (call it again
+        to keep waiting).
+        """
+        txn = self._require_txn("init_transactions()")
+        self._check_open(allow_txn_error=True)
+        result = txn.initialize()
+        await self._await_txn(result, "init_transactions()")
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on are committed or aborted together."""
+        txn = self._require_txn("begin_transaction()")
+        self._check_open()
+        txn.begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str | Any,
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (consume-transform-produce).
+
+        ``offsets`` are the next offsets to read per input partition; ``group_metadata`` is
+        ``consumer.group_metadata()`` (its generation and member id let the group coordinator
+        fence zombie members, KIP-447), or a ConsumerGroupMetadata / group id for a consumer
+        using manual ``assign`` (generation -1, empty member id). The offsets become visible
+        only when the transaction commits.
+        """
+        txn = self._require_txn("send_offsets_to_transaction()")
+        self._check_open()
+        result = txn.add_offsets(offsets, group_metadata_of(group_metadata))
+        self._wake()
+        await self._await_txn(result, "send_offsets_to_transaction()")
+
+    async def commit_transaction(self) -> None:
+        """Flush the transaction's records, then commit it (EndTxn).
+
+        If a record or offset of the transaction failed, this raises that error and the
+        transaction must be aborted (``abort_transaction``). KafkaTimeoutError after
+        max_block_ms: call it again to keep waiting for the same commit.
+        """
+        txn = self._require_txn("commit_transaction()")
+        self._check_open(allow_txn_error=True)
+        result = txn.begin_commit()
+        self._accumulator.begin_flush()
+        self._wake()
+        try:
+            await self._await_txn(result, "commit_transaction()")
+        finally:
+            self._accumulator.end_flush()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: unsent records fail with TransactionAbortedError, records
+        already written are discarded by read_committed consumers, and offsets sent with
+        ``send_offsets_to_transaction`` are not committed."""
+        txn = self._require_txn("abort_transaction()")
+        self._check_open(allow_txn_error=True)
+        result = txn.begin_abort()
+        self._wake()
+        await self._await_txn(result, "abort_transaction()")
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Producer]:
+        """``async with producer.transaction():`` begins a transaction, commits it when the
+        block ends, and aborts it if the block (or the commit) raises."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_quietly()
+            raise
+        try:
+            await self.commit_transaction()
+        except BaseException:
+            await self._abort_quietly()
+            raise
+
+    async def _abort_quietly(self) -> None:
+        """Abort after an error in a transaction block, without hiding that error."""
+        txn = self._txn
+        assert txn is not None
+        if txn.state not in (
+            TxnState.IN_TRANSACTION,
+            TxnState.ABORTABLE_ERROR,
+            TxnState.ABORTING_TRANSACTION,
+        ):
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.abort_transaction()
+            except Exception as exc:
+                log.warning("aborting the transaction after an error failed too: %s", exc)
+
+    def _require_txn(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaConfigError(
+                f"{what} needs a transactional producer: pass transactional_id=... to Producer"
+            )
+        return self._txn
+
+    def _wake(self) -> None:
+        if self._driver is not None:
+            self._driver.wakeup()
+
+    async def _await_txn(self, result: TxnResult, what: str) -> None:
+        self._wake()
+        seconds = self.config.max_block_ms / 1000.0
+        with anyio.move_on_after(seconds) as scope:
+            await result.wait()
+        if scope.cancelled_caught and not result.done:
+            assert self._txn is not None
+            raise KafkaTimeoutError(
+                f"{what} did not complete within max_block_ms ({self.config.max_block_ms:g} "
+                f"ms; transaction state {self._txn.state.value}); it goes on in the "
+                "background: call it again to keep waiting, or check the brokers"
+            )
+
     # -- internals -----------------------------------------------------------------------
 
-    def _check_open(self) -> None:
+    def _check_open(self, *, allow_txn_error: bool = False) -> None:
         if self._state is not _State.RUNNING:
             raise ProducerClosedError(
                 "the producer is not running: use `async with Producer(...)` or start(); "
@@ -350,6 +518,9 @@ class Producer:
             )
         assert self._driver is not None
         self._driver.check()
+        txn = self._txn
+        if txn is not None and txn.fatal_error is not None and not allow_txn_error:
+            raise txn.fatal_error
         if self._idempotence.state is IdState.FATAL:
             raise ProducerClosedError(
                 f"the producer cannot produce: {self._idempotence.fatal_error}"

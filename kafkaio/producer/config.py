@@ -37,6 +37,8 @@ PRODUCER_OPTIONS = (
     "key_serializer",
     "value_serializer",
     "interceptors",
+    "transactional_id",
+    "transaction_timeout_ms",
 )
 
 
@@ -48,6 +50,9 @@ class ProducerConfig:
     latency and makes batches much larger under load. ``enable_idempotence`` None means the
     default: on when acks="all" and max_in_flight <= 5 and the broker supports it; off, with
     a log line, otherwise. True means required (an error if the broker cannot do it).
+    ``transactional_id`` makes the producer transactional (and idempotence required);
+    ``transaction_timeout_ms`` is sent in InitProducerId: the coordinator aborts a transaction
+    left open longer than that.
     """
 
     acks: int = -1
@@ -68,17 +73,21 @@ class ProducerConfig:
     key_serializer: Serializer | None = None
     value_serializer: Serializer | None = None
     interceptors: tuple[Any, ...] = ()
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
     @property
     def idempotence_wanted(self) -> bool:
         """Whether to try idempotence (explicitly on, or on by default and not in conflict)."""
+        if self.transactional_id is not None:
+            return True
         if self.enable_idempotence is not None:
             return self.enable_idempotence
         return self.acks == -1 and self.max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT
 
     @property
     def idempotence_required(self) -> bool:
-        return self.enable_idempotence is True
+        return self.enable_idempotence is True or self.transactional_id is not None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], conn: ConnectionConfig) -> ProducerConfig:
@@ -110,6 +119,18 @@ class ProducerConfig:
         if idem is not None and not isinstance(idem, bool):
             raise KafkaConfigError(f"enable_idempotence must be True or False, got {idem!r}")
         interceptors = tuple(o.pop("interceptors", None) or ())
+        transactional_id = o.pop("transactional_id", None)
+        if transactional_id is not None and (
+            not isinstance(transactional_id, str) or not transactional_id
+        ):
+            raise KafkaConfigError(
+                f"transactional_id must be a non-empty string, got {transactional_id!r}"
+            )
+        txn_timeout = o.pop("transaction_timeout_ms", 60_000)
+        if isinstance(txn_timeout, bool) or not isinstance(txn_timeout, int) or txn_timeout <= 0:
+            raise KafkaConfigError(
+                f"transaction_timeout_ms must be a positive integer, got {txn_timeout!r}"
+            )
         key_serializer = o.pop("key_serializer", None)
         value_serializer = o.pop("value_serializer", None)
         numbers: dict[str, Any] = {name: _number(name, value) for name, value in o.items()}
@@ -123,6 +144,8 @@ class ProducerConfig:
             interceptors=interceptors,
             key_serializer=key_serializer,
             value_serializer=value_serializer,
+            transactional_id=transactional_id,
+            transaction_timeout_ms=txn_timeout,
             **numbers,
         )
         config._validate()
@@ -148,6 +171,22 @@ class ProducerConfig:
                 f"linger_ms + request_timeout_ms ({self.linger_ms + self.request_timeout_ms:g}); "
                 "raise delivery_timeout_ms or lower the other two"
             )
+        if self.transactional_id is not None:
+            if self.enable_idempotence is False:
+                raise KafkaConfigError(
+                    "a transactional producer is idempotent: transactional_id cannot be used "
+                    "with enable_idempotence=False; drop one of the two"
+                )
+            if self.acks != -1:
+                raise KafkaConfigError(
+                    f"a transactional producer needs acks='all', got acks={self.acks}; set "
+                    "acks='all' (the default) or drop transactional_id"
+                )
+            if self.max_in_flight > MAX_IDEMPOTENT_IN_FLIGHT:
+                raise KafkaConfigError(
+                    "a transactional producer needs max_in_flight_requests_per_connection <= "
+                    f"5, got {self.max_in_flight}; lower it or drop transactional_id"
+                )
         if self.enable_idempotence:
             if self.acks != -1:
                 raise KafkaConfigError(

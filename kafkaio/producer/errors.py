@@ -21,3 +21,19 @@ class ProducerClosedError(KafkaError):
 
     Records still in the producer when it closes fail with this error rather than vanishing.
     """
+
+
+class TransactionStateError(KafkaError):
+    """A transactional call was made in a state that does not allow it.
+
+    E.g. ``send`` outside a transaction, ``begin_transaction`` twice, or ``commit_transaction``
+    after an abortable error (then call ``abort_transaction``). The message names the state.
+    """
+
+
+class TransactionAbortedError(KafkaError):
+    """The record or operation was dropped because its transaction was aborted.
+
+    Records not yet sent when ``abort_transaction`` is called (or when the transaction hit an
+    abortable error) fail with this error; they were never written.
+    """

@@ -50,9 +50,19 @@ class IdempotenceManager:
     bump), then every partition's sequence starts again at 0.
     """
 
-    def __init__(self, *, enabled: bool, required: bool, backoff: ExponentialBackoff) -> None:
-        self.state = IdState.NEEDS_ID if enabled else IdState.DISABLED
-        self.required = required
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        required: bool,
+        backoff: ExponentialBackoff,
+        transactional: bool = False,
+    ) -> None:
+        self.state = IdState.NEEDS_ID if enabled or transactional else IdState.DISABLED
+        self.required = required or transactional
+        # a transactional producer's InitProducerId (and epoch bumps) belong to the
+        # TransactionManager, which hands the result over with `set_producer`
+        self.transactional = transactional
         self.producer_id = -1
         self.epoch = -1
         self.fatal_error: BaseException | None = None
@@ -76,6 +86,8 @@ class IdempotenceManager:
 
     def time_to_request(self, now: float, produce_in_flight: bool) -> float | None:
         """ms until an InitProducerId request is due (0: now), or None if none is needed."""
+        if self.transactional:
+            return None
         if self.state is IdState.BUMP_PENDING and not produce_in_flight:
             self.state = IdState.NEEDS_ID
         if self.state is not IdState.NEEDS_ID:
@@ -115,6 +127,14 @@ class IdempotenceManager:
             log.info("idempotent producer id %d, epoch %d", self.producer_id, self.epoch)
         self._bumping = False
 
+    def set_producer(self, producer_id: int, epoch: int) -> None:
+        """Use the producer id and epoch the TransactionManager got; sequences restart at 0."""
+        self.producer_id, self.epoch = producer_id, epoch
+        self.state = IdState.READY
+        self._next_seq.clear()
+        self._last_acked.clear()
+        self._bumping = False
+
     def on_failure(self, now: float, error: BaseException) -> None:
         if isinstance(error, UnsupportedVersionError):
             if self.required:
@@ -152,8 +172,10 @@ class IdempotenceManager:
         log.error("the producer cannot produce idempotently: %s", error)
 
     def request_bump(self, reason: str) -> None:
-        """Bump the epoch (KIP-360) as soon as no produce request is in flight."""
-        if self.state in (IdState.DISABLED, IdState.FATAL) or self._bumping:
+        """Bump the epoch (KIP-360) as soon as no produce request is in flight.
+
+        Not for a transactional producer: its TransactionManager bumps after the abort."""
+        if self.state in (IdState.DISABLED, IdState.FATAL) or self._bumping or self.transactional:
             return
         self._bumping = True
         self.state = IdState.BUMP_PENDING

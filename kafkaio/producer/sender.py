@@ -17,6 +17,7 @@ from kafkaio.errors import (
     KafkaError,
     KafkaTimeoutError,
     OutOfOrderSequenceNumberError,
+    ProducerFencedError,
     UnknownProducerIdError,
     error_for_code,
 )
@@ -25,7 +26,9 @@ from kafkaio.metadata.manager import MetadataManager
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
 from kafkaio.producer.config import ProducerConfig
+from kafkaio.producer.errors import TransactionAbortedError
 from kafkaio.producer.idempotence import IdempotenceManager, IdState
+from kafkaio.producer.transactions import TransactionManager
 from kafkaio.protocol.messages import InitProducerIdResponse, ProduceRequest, ProduceResponse
 from kafkaio.runtime.requests import PollResult, UnsentRequest
 
@@ -44,6 +47,11 @@ class Sender:
     backoff, until its delivery deadline; errors that mean stale metadata also ask the
     MetadataManager for a refresh. Idempotence adds sequence numbers, so a retry of a
     request whose answer was lost is not written twice.
+
+    With a TransactionManager (a transactional producer) the Sender polls it first: its
+    coordinator requests go out one at a time, batches are drained only for partitions
+    already added to the transaction, unsent batches are dropped while a transaction is
+    being aborted, and a batch that fails for good fails the transaction (abortable).
     """
 
     def __init__(
@@ -55,8 +63,10 @@ class Sender:
         *,
         backoff: ExponentialBackoff | None = None,
         on_batch_done: Callable[[ProducerBatch], None] | None = None,
+        transactions: TransactionManager | None = None,
     ) -> None:
         self._config = config
+        self.transactions = transactions
         self._acc = accumulator
         self._metadata = metadata
         self.idempotence = idempotence
@@ -87,9 +97,19 @@ class Sender:
             assert idem.fatal_error is not None
             self.abort(idem.fatal_error)
             return PollResult()
+        txn = self.transactions
+        if txn is not None and txn.fatal_error is not None:
+            self.abort(txn.fatal_error)
+            return PollResult()
         for batch in self._acc.expire(now):
             self._fail(batch, self._expired_error(batch, now, batch.last_error))
         next_ms = self._acc.next_deadline_ms() - now
+        if txn is not None:
+            if txn.drops_unsent_batches:
+                self._drop_unsent(txn)
+            result = txn.poll(now, incomplete=self._acc.has_incomplete)
+            requests.extend(result.requests)
+            next_ms = min(next_ms, result.next_poll_ms)
         wait = idem.time_to_request(now, self._requests_in_flight > 0)
         if wait is not None:
             if wait <= 0:
@@ -118,9 +138,27 @@ class Sender:
                     requests.append(self._produce_request(node, batches))
         return PollResult(requests, max(next_ms, 0.0))
 
+    def _drop_unsent(self, txn: TransactionManager) -> None:
+        """Fail the batches not sent yet: their transaction is being aborted."""
+        cause = txn.last_error
+        error = TransactionAbortedError(
+            "the record was not sent: its transaction was aborted"
+            + (f" after an error ({cause})" if cause is not None else "")
+        )
+        for batch in self._acc.abort_queued():
+            if batch.base_sequence != NO_SEQUENCE:
+                txn.note_sequence_gap()  # a retry that may have been written
+            if batch.fail(error):
+                self._acc.deallocate(batch)
+                if self._on_batch_done is not None:
+                    self._on_batch_done(batch)
+
     def _may_send(self, batch: ProducerBatch) -> bool:
         if batch.tp in self._tp_in_flight:
             return False  # one batch per partition in flight: order holds on any broker
+        txn = self.transactions
+        if txn is not None and not txn.partition_ready(batch.tp):
+            return False  # AddPartitionsToTxn first
         idem = self.idempotence
         if idem.enabled and batch.base_sequence == NO_SEQUENCE:
             idem.assign(batch)
@@ -139,8 +177,9 @@ class Sender:
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
         self._requests_in_flight += 1
         timeout = self._config.request_timeout_ms
+        txn = self.transactions
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=None if txn is None else txn.transactional_id,
             acks=self._config.acks,
             timeout_ms=int(timeout),
             topic_data=[
@@ -230,6 +269,18 @@ class Sender:
         if batch.done:
             return
         idem = self.idempotence
+        if self.transactions is not None:
+            if isinstance(
+                error,
+                OutOfOrderSequenceNumberError
+                | UnknownProducerIdError
+                | InvalidProducerEpochError
+                | ProducerFencedError,
+            ):
+                self._fail(batch, error)  # the transaction fails (or the producer is fenced)
+            else:
+                self._retry(batch, error, now)
+            return
         if idem.enabled and batch.base_sequence != NO_SEQUENCE:
             if isinstance(error, OutOfOrderSequenceNumberError) and not idem.is_next(batch):
                 # An earlier batch of the partition failed or is unresolved: not our gap.
@@ -280,7 +331,11 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         idem = self.idempotence
-        if idem.enabled and batch.base_sequence != NO_SEQUENCE and not batch.done:
+        txn = self.transactions
+        if txn is not None:
+            if not batch.done:
+                txn.on_batch_failed(error, batch.base_sequence != NO_SEQUENCE)
+        elif idem.enabled and batch.base_sequence != NO_SEQUENCE and not batch.done:
             idem.request_bump(f"{batch.tp}: a batch with sequence numbers failed ({error})")
         if batch.fail(error):
             self._acc.deallocate(batch)
@@ -301,7 +356,10 @@ class Sender:
     # -- shutdown ------------------------------------------------------------------------
 
     def abort(self, error: BaseException) -> int:
-        """Fail every queued and in-flight batch with ``error``; returns how many records."""
+        """Fail every queued and in-flight batch (and pending transactional call) with
+        ``error``; returns how many records."""
+        if self.transactions is not None:
+            self.transactions.fail_all(error)
         count = 0
         pending = self._acc.abort_queued()
         for queue in self._tp_in_flight.values():

@@ -1,0 +1,1 @@
+"""Runnable kafkaio examples (``python -m examples.<name> --help``)."""

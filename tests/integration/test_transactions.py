@@ -1,0 +1,505 @@
+"""Transactional producer and exactly-once pipelines against real brokers.
+
+What the brokers here do with kafkaio's transactional requests (seen with raw requests):
+Tansu 0.6 runs the whole protocol (FindCoordinator key_type 1, InitProducerId v5 with epoch
+bumps and fencing, AddPartitionsToTxn v3, AddOffsetsToTxn v4, TxnOffsetCommit v4 with the
+offsets hidden until commit and dropped on abort, EndTxn v4, COMMIT/ABORT markers, a last
+stable offset that stops at an open transaction), but its Fetch lists no aborted
+transactions. librdkafka's mock cluster accepts every request but implements none of the
+semantics (see MOCK_REASON); it is used here for fault injection on the request path.
+The log itself is checked by `committed_view`, which applies the markers as the Kafka log
+format defines them (what a read_committed consumer must return).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from kafkaio import Consumer, Producer, TopicPartition
+from kafkaio.errors import ProducerFencedError
+from kafkaio.net.config import ConnectionConfig
+from kafkaio.net.manager import ConnectionManager
+from kafkaio.producer.errors import TransactionAbortedError
+from kafkaio.producer.transaction_state import TxnState
+from kafkaio.protocol import messages as m
+from kafkaio.records import iter_batches, parse_control_record
+from kafkaio.structs import ConsumerGroupMetadata
+from kafkaio.testing import BrokerInfo
+
+pytestmark = pytest.mark.integration
+
+GUARD = 30  # seconds: a scenario taking longer has hung
+ROOT = Path(__file__).resolve().parents[2]
+
+MOCK_REASON = (
+    "librdkafka 2.16 mock cluster has no transaction semantics: it answers InitProducerId, "
+    "AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and EndTxn with no error, but "
+    "writes the COMMIT/ABORT markers with a wrong CRC-32C (a fetch reaching a marker fails "
+    "the CRC check), lists no aborted transactions in Fetch, does not store TxnOffsetCommit "
+    "offsets (OffsetFetch answers -1 after the commit), and does not fence: a second "
+    "InitProducerId for the same transactional id returns a new producer id with epoch 0 "
+    "and requests with the old epoch still succeed"
+)
+TANSU_ABORTED_REASON = (
+    "Tansu 0.6 writes the ABORT marker but lists no aborted transactions in Fetch "
+    "(aborted_transactions=[] at isolation_level=1), so read_committed consumers (kafkaio, "
+    "aiokafka, librdkafka) return aborted records; the log-level check is "
+    "test_commit_and_abort_markers"
+)
+
+COMMIT, ABORT = 1, 0
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
+COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 16, 51
+
+
+def skip_without_transactions(broker: BrokerInfo) -> None:
+    if broker.name == "mock":
+        pytest.skip(MOCK_REASON)
+    broker.skip_unless("transactions")
+
+
+# -- reading the log as it is --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    partition: int
+    offset: int
+    producer_id: int
+    transactional: bool
+    value: bytes | None  # None for a control record
+    control: int | None  # COMMIT / ABORT for a marker
+
+
+async def read_log(bootstrap: str, topic: str, partitions: int) -> list[LogEntry]:
+    """Every record and marker of ``topic`` (isolation_level 0), read until a fetch is empty."""
+    out: list[LogEntry] = []
+    async with ConnectionManager(bootstrap, ConnectionConfig()) as connections:
+        conn = await connections.bootstrap()
+        for partition in range(partitions):
+            offset = 0
+            while True:
+                request = m.FetchRequest(
+                    max_wait_ms=10,
+                    min_bytes=1,
+                    max_bytes=4 << 20,
+                    isolation_level=0,
+                    topics=[
+                        m.FetchRequest.FetchTopic(
+                            topic=topic,
+                            partitions=[
+                                m.FetchRequest.FetchPartition(
+                                    partition=partition,
+                                    fetch_offset=offset,
+                                    partition_max_bytes=4 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                )
+                response = await conn.send(request, version=12)
+                part = response.responses[0].partitions[0]
+                assert part.error_code == 0, part
+                before = offset
+                for batch in iter_batches(part.records or b"", topic=topic, partition=partition):
+                    for r in batch:
+                        if r.offset < offset:
+                            continue
+                        control = parse_control_record(r.key).type if batch.is_control else None
+                        out.append(
+                            LogEntry(
+                                partition,
+                                r.offset,
+                                batch.producer_id,
+                                batch.is_transactional,
+                                None if batch.is_control else r.value,
+                                control,
+                            )
+                        )
+                    offset = max(offset, batch.last_offset + 1)
+                if offset == before:
+                    break
+    return out
+
+
+def committed_view(log: list[LogEntry]) -> tuple[list[bytes], list[bytes], int]:
+    """Apply the markers: (committed values, aborted values, records of open transactions).
+
+    A transactional record belongs to the next marker of its producer in its partition.
+    """
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+    pending: dict[tuple[int, int], list[bytes]] = {}
+    for e in log:
+        key = (e.partition, e.producer_id)
+        if e.control is not None:
+            values = pending.pop(key, [])
+            (committed if e.control == COMMIT else aborted).extend(values)
+        elif e.transactional:
+            assert e.value is not None
+            pending.setdefault(key, []).append(e.value)
+        else:
+            assert e.value is not None
+            committed.append(e.value)
+    return committed, aborted, sum(len(v) for v in pending.values())
+
+
+async def read_committed(
+    bootstrap: str, topic: str, partitions: int, wanted: list[bytes], *, seconds: float = 5
+) -> list[bytes]:
+    """Values a kafkaio read_committed consumer returns: until it has every ``wanted`` value,
+    then whatever else arrives within another 300 ms."""
+    got: list[bytes] = []
+    async with Consumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", auto_offset_reset="earliest"
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        with anyio.move_on_after(seconds):
+            while not set(wanted) <= set(got):
+                batch = await consumer.getmany(timeout_ms=200)
+                got += [r.value for records in batch.values() for r in records]
+        batch = await consumer.getmany(timeout_ms=300)
+        got += [r.value for records in batch.values() for r in records]
+    return got
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# -- commit and abort --------------------------------------------------------------------------
+
+
+async def produce_commit_abort_commit(
+    bootstrap: str, topic: str
+) -> tuple[list[bytes], list[bytes]]:
+    """Transactions: 6 records committed, 4 aborted (written first), 2 committed."""
+    committed = [b"c1-%d" % i for i in range(6)] + [b"c3-%d" % i for i in range(2)]
+    aborted = [b"a2-%d" % i for i in range(4)]
+    async with Producer(bootstrap, transactional_id=new_id("tx"), linger_ms=1) as p:
+        assert p.transaction_state is TxnState.READY  # start() ran init_transactions()
+        await p.init_transactions()  # again: returns at once
+        async with p.transaction():
+            for i, value in enumerate(committed[:6]):
+                await p.enqueue(topic, value, partition=i % 2)
+        p.begin_transaction()
+        futures = [await p.enqueue(topic, v, partition=i % 2) for i, v in enumerate(aborted)]
+        await p.flush()  # written to the log, then aborted
+        assert all(f.exception() is None for f in futures)
+        await p.abort_transaction()
+        with pytest.raises(RuntimeError, match="app failed"):
+            async with p.transaction():
+                queued = await p.enqueue(topic, b"never", partition=0)
+                raise RuntimeError("app failed")  # aborts; the record was never sent
+        # the partition was not in the transaction yet: the record never left the producer
+        assert isinstance(queued.exception(), TransactionAbortedError)
+        async with p.transaction():
+            for i, value in enumerate(committed[6:]):
+                await p.send(topic, value, partition=i % 2)
+        assert p.transaction_state is TxnState.READY
+    return committed, aborted
+
+
+async def test_commit_and_abort_markers(kafka_broker: BrokerInfo, unique_topic: str) -> None:
+    skip_without_transactions(kafka_broker)
+    await kafka_broker.create_topic(unique_topic, 2)
+    with anyio.fail_after(GUARD):
+        committed, aborted = await produce_commit_abort_commit(kafka_broker.bootstrap, unique_topic)
+        log = await read_log(kafka_broker.bootstrap, unique_topic, 2)
+    in_log, aborted_in_log, open_records = committed_view(log)
+    assert Counter(in_log) == Counter(committed)
+    # the aborted transaction reached the log, and its marker says ABORT
+    assert Counter(aborted_in_log) == Counter(aborted)
+    assert open_records == 0
+    assert all(e.transactional for e in log if e.value is not None)
+
+
+async def test_committed_records_visible_to_read_committed_consumers(
+    kafka_broker: BrokerInfo, unique_topic: str
+) -> None:
+    skip_without_transactions(kafka_broker)
+    await kafka_broker.create_topic(unique_topic, 2)
+    with anyio.fail_after(GUARD):
+        committed, _ = await produce_commit_abort_commit(kafka_broker.bootstrap, unique_topic)
+        got = await read_committed(kafka_broker.bootstrap, unique_topic, 2, committed)
+        aio = await read_committed_aiokafka(kafka_broker.bootstrap, unique_topic, len(committed))
+    assert set(committed) <= set(got)
+    assert set(committed) <= set(aio)
+    assert b"never" not in got
+
+
+async def test_aborted_records_invisible_to_read_committed_consumers(
+    kafka_broker: BrokerInfo, unique_topic: str
+) -> None:
+    skip_without_transactions(kafka_broker)
+    if kafka_broker.name == "tansu":
+        pytest.skip(TANSU_ABORTED_REASON)
+    await kafka_broker.create_topic(unique_topic, 2)
+    with anyio.fail_after(GUARD):
+        committed, _ = await produce_commit_abort_commit(kafka_broker.bootstrap, unique_topic)
+        got = await read_committed(kafka_broker.bootstrap, unique_topic, 2, committed)
+    assert Counter(got) == Counter(committed)
+
+
+async def read_committed_aiokafka(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioTp
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        consumer.assign([AioTp(topic, 0), AioTp(topic, 1)])
+        with anyio.move_on_after(5):
+            while len(got) < expected:
+                batch = await consumer.getmany(timeout_ms=200)
+                got += [r.value for records in batch.values() for r in records]
+    finally:
+        await consumer.stop()
+    return got
+
+
+def test_confluent_kafka_reads_committed_records(tansu_broker: BrokerInfo) -> None:
+    import confluent_kafka
+
+    topic = new_id("ck")
+
+    async def produce() -> list[bytes]:
+        await tansu_broker.create_topic(topic, 2)
+        with anyio.fail_after(GUARD):
+            committed, _ = await produce_commit_abort_commit(tansu_broker.bootstrap, topic)
+        return committed
+
+    committed = anyio.run(produce)
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": tansu_broker.bootstrap,
+            "group.id": new_id("ck"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    got: list[bytes] = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in (0, 1)])
+        for _ in range(40):
+            msg = consumer.poll(0.25)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+            if set(committed) <= set(got):
+                break
+    finally:
+        consumer.close()
+    assert set(committed) <= set(got)
+
+
+# -- fencing -----------------------------------------------------------------------------------
+
+
+async def test_zombie_producer_is_fenced(kafka_broker: BrokerInfo, unique_topic: str) -> None:
+    skip_without_transactions(kafka_broker)
+    await kafka_broker.create_topic(unique_topic, 2)
+    tid = new_id("zombie")
+    boot = kafka_broker.bootstrap
+    with anyio.fail_after(GUARD):
+        async with Producer(boot, transactional_id=tid, linger_ms=1) as zombie:
+            zombie.begin_transaction()
+            await zombie.send(unique_topic, b"zombie-1", partition=0)
+            async with Producer(boot, transactional_id=tid, linger_ms=1) as successor:
+                # the successor's init fenced the zombie and aborted its open transaction
+                async with successor.transaction():
+                    await successor.send(unique_topic, b"successor", partition=0)
+                with pytest.raises(ProducerFencedError):
+                    await zombie.send(unique_topic, b"zombie-2", partition=0)
+                assert zombie.transaction_state is TxnState.FATAL_ERROR
+                with pytest.raises(ProducerFencedError):
+                    zombie.begin_transaction()
+        log = await read_log(boot, unique_topic, 2)
+    committed, aborted, open_records = committed_view(log)
+    assert committed == [b"successor"]
+    assert aborted == [b"zombie-1"]
+    assert open_records == 0
+
+
+async def test_zombie_is_fenced_on_a_new_partition(tansu_broker: BrokerInfo) -> None:
+    topic = new_id("zombie-add")
+    await tansu_broker.create_topic(topic, 2)
+    tid = new_id("zombie")
+    with anyio.fail_after(GUARD):
+        async with Producer(tansu_broker.bootstrap, transactional_id=tid) as zombie:
+            zombie.begin_transaction()
+            await zombie.send(topic, b"z", partition=0)
+            async with Producer(tansu_broker.bootstrap, transactional_id=tid):
+                pass
+            # partition 1 is new to the transaction: AddPartitionsToTxn answers PRODUCER_FENCED
+            with pytest.raises(ProducerFencedError):
+                await zombie.send(topic, b"z", partition=1)
+
+
+# -- the exactly-once pipeline, killed and restarted -------------------------------------------
+
+
+def start_pipeline(bootstrap: str, names: dict[str, str], *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "examples.exactly_once",
+            "--bootstrap",
+            bootstrap,
+            "--input",
+            names["input"],
+            "--output",
+            names["output"],
+            "--group",
+            names["group"],
+            "--transactional-id",
+            names["tid"],
+            "--max-batch",
+            "25",
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+async def test_pipeline_killed_mid_transaction_and_restarted_is_exactly_once(
+    tansu_broker: BrokerInfo,
+) -> None:
+    """SIGKILL the example while a transaction is open (records written, not committed);
+    a new instance with the same transactional id fences it, the broker aborts that
+    transaction, and the new instance resumes from the committed offsets."""
+    boot = tansu_broker.bootstrap
+    names = {k: new_id(k) for k in ("input", "output", "group", "tid")}
+    await tansu_broker.create_topic(names["input"], 2)
+    await tansu_broker.create_topic(names["output"], 2)
+    count = 300
+    with anyio.fail_after(GUARD):
+        async with Producer(boot, linger_ms=5) as p:
+            futures = [
+                await p.enqueue(names["input"], b"rec-%04d" % i, key=b"k%d" % i, partition=i % 2)
+                for i in range(count)
+            ]
+            await p.flush()
+        inputs = [f.result() for f in futures]
+    expected = Counter(
+        f"{md.partition}:{md.offset}:".encode() + b"REC-%04d" % i for i, md in enumerate(inputs)
+    )
+
+    first = start_pipeline(boot, names, "--pause-in-transaction", "0.5")
+    try:
+        with anyio.fail_after(GUARD):
+            # wait until the log shows a committed transaction and then an open one
+            while True:
+                committed, _, open_records = committed_view(
+                    await read_log(boot, names["output"], 2)
+                )
+                if committed and open_records:
+                    break
+                assert first.poll() is None, first.stdout.read() if first.stdout else ""
+                await anyio.sleep(0.05)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert 0 < len(committed) < count
+
+    second = start_pipeline(boot, names, "--stop-when-idle", "2")
+    try:
+        with anyio.fail_after(GUARD):
+            while second.poll() is None:
+                await anyio.sleep(0.1)
+    finally:
+        if second.poll() is None:
+            second.kill()
+    output = second.stdout.read().decode() if second.stdout else ""
+    assert second.returncode == 0, output
+
+    log = await read_log(boot, names["output"], 2)
+    committed, aborted, open_records = committed_view(log)
+    assert Counter(committed) == expected  # every input exactly once, by content
+    assert open_records == 0
+    assert aborted, "the killed instance's open transaction should have been aborted"
+    assert set(aborted) <= set(expected)  # ...and its records were redone by the successor
+    async with Consumer(bootstrap_servers=boot, group_id=names["group"]) as consumer:
+        for p, end in ((0, count // 2), (1, count // 2)):
+            tp = TopicPartition(names["input"], p)
+            consumer.assign([tp])
+            offset = await consumer.committed(tp)
+            assert offset is not None and offset.offset == end
+
+
+# -- the request path under injected faults (mock cluster) ---------------------------------------
+
+
+async def test_transactional_requests_retry_injected_errors(
+    isolated_mock_cluster: BrokerInfo,
+) -> None:
+    """Retriable coordinator errors on every transactional API, a coordinator move and a
+    coordinator broker going down: the transaction still commits. (The mock writes what it
+    is sent, so the records are checked at their acknowledged offsets.)"""
+    cluster = isolated_mock_cluster.cluster
+    assert cluster is not None
+    topic = new_id("faults")
+    cluster.create_topic(topic, 2)
+    tid = new_id("tx")
+    cluster.start_request_tracking()
+    cluster.push_request_errors(
+        INIT_PRODUCER_ID, [COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS]
+    )
+    cluster.push_request_errors(ADD_PARTITIONS_TO_TXN, [CONCURRENT_TRANSACTIONS, NOT_COORDINATOR])
+    cluster.push_request_errors(ADD_OFFSETS_TO_TXN, [CONCURRENT_TRANSACTIONS])
+    cluster.push_request_errors(TXN_OFFSET_COMMIT, [NOT_COORDINATOR])
+    cluster.push_request_errors(END_TXN, [CONCURRENT_TRANSACTIONS, NOT_COORDINATOR])
+    with anyio.fail_after(GUARD):
+        async with Producer(
+            isolated_mock_cluster.bootstrap, transactional_id=tid, retry_backoff_ms=20
+        ) as p:
+            async with p.transaction():
+                futures = [await p.enqueue(topic, b"v%d" % i, partition=i % 2) for i in range(10)]
+                await p.send_offsets_to_transaction(
+                    {TopicPartition(topic, 0): 3}, ConsumerGroupMetadata(new_id("g"))
+                )
+            first = [f.result() for f in futures]
+            # move the transaction coordinator, then take its broker down mid-transaction
+            cluster.set_coordinator("transaction", tid, 3)
+            p.begin_transaction()
+            await p.send(topic, b"second", partition=0)
+            cluster.broker_down(3)
+            cluster.set_coordinator("transaction", tid, 2)
+            await p.commit_transaction()
+            assert p.transaction_state is TxnState.READY
+    tracked = cluster.get_requests()
+    txn_apis = {FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN}
+    txn_requests = [(broker, api) for broker, api, _ in tracked if api in txn_apis]
+    # after the move the second transaction's partition was added on broker 3; with broker 3
+    # down, EndTxn went to the new coordinator, broker 2, after a new lookup
+    assert [b for b, api in txn_requests if api == ADD_PARTITIONS_TO_TXN][-1] == 3
+    assert [b for b, api in txn_requests if api == END_TXN][-1] == 2
+    assert txn_requests[-2][1] == FIND_COORDINATOR
+    requests = Counter(api for _, api, _ in tracked)
+    assert requests[INIT_PRODUCER_ID] >= 3
+    assert requests[ADD_PARTITIONS_TO_TXN] >= 3 + 1
+    assert requests[ADD_OFFSETS_TO_TXN] >= 2
+    assert requests[TXN_OFFSET_COMMIT] >= 2
+    assert requests[END_TXN] >= 3 + 1
+    assert requests[FIND_COORDINATOR] >= 4  # lookups again after NOT_COORDINATOR and the move
+    assert sorted(md.offset for md in first if md.partition == 0) == [0, 1, 2, 3, 4]
