@@ -11,7 +11,7 @@ ACCEL_STAMP := build/.accel-stamp
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -41,7 +41,7 @@ bench: $(ACCEL_STAMP)
 	$(PY) -m benchmarks
 
 lint: $(STAMP)
-	$(PY) -m ruff check kafkaio tests benchmarks tools
+	$(PY) -m ruff check kafkaio tests benchmarks tools examples
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

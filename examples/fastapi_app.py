@@ -1,0 +1,143 @@
+"""A FastAPI app that owns a kafkaio Producer and a group Consumer through its lifespan.
+
+    KAFKA_BOOTSTRAP=localhost:9092 KAFKA_TOPIC=events uvicorn examples.fastapi_app:app
+
+POST /produce sends a record and returns where it landed; a background ConsumerRunner keeps
+the last records of the topic in memory (GET /recent); GET /health shows the consumer loop's
+state and lag per partition (503 when the loop is not running). Shutdown stops the loop,
+commits what was handled and leaves the group. Needs ``pip install 'kafkaio[fastapi]'``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from kafkaio import Consumer, Producer
+from kafkaio.consumer import ConsumerRecord
+from kafkaio.errors import KafkaConfigError, KafkaError
+from kafkaio.integrations import ConsumerRunner
+
+
+class ProduceRequest(BaseModel):
+    value: str
+    key: str | None = None
+    partition: int | None = None
+
+
+class ProduceResponse(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+
+
+class RecentRecords:
+    """The last `size` records consumed, newest last (the consumer's handler)."""
+
+    def __init__(self, size: int) -> None:
+        self._records: deque[dict[str, Any]] = deque(maxlen=size)
+
+    def add(self, record: ConsumerRecord[bytes | None, bytes | None]) -> None:
+        self._records.append(
+            {
+                "topic": record.topic,
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "key": None if record.key is None else record.key.decode(errors="replace"),
+                "value": None if record.value is None else record.value.decode(errors="replace"),
+            }
+        )
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return list(self._records)
+
+
+@dataclass(slots=True)
+class Kafka:
+    topic: str
+    producer: Producer
+    runner: ConsumerRunner
+    recent: RecentRecords
+
+
+def create_app(
+    bootstrap_servers: str | None = None,
+    topic: str | None = None,
+    *,
+    group_id: str = "kafkaio-fastapi-example",
+    recent_size: int = 100,
+    consumer_options: Mapping[str, Any] | None = None,
+) -> FastAPI:
+    """The app; nothing connects until the lifespan starts (uvicorn, or TestClient)."""
+    bootstrap = bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP", "localhost:9092")
+    topic_name = topic or os.environ.get("KAFKA_TOPIC", "kafkaio-example")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        recent = RecentRecords(recent_size)
+        consumer = Consumer(
+            topic_name,
+            bootstrap_servers=bootstrap,
+            group_id=group_id,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,  # the runner commits what its handler finished
+            **dict(consumer_options or {}),
+        )
+        async with (
+            Producer(bootstrap, linger_ms=5) as producer,
+            ConsumerRunner(consumer, recent.add) as runner,
+        ):
+            app.state.kafka = Kafka(topic_name, producer, runner, recent)
+            yield
+        # leaving: the runner committed and left the group, then the producer flushed
+
+    app = FastAPI(title="kafkaio FastAPI example", lifespan=lifespan)
+
+    def kafka(request: Request) -> Kafka:
+        state: Kafka = request.app.state.kafka
+        return state
+
+    @app.post("/produce")
+    async def produce(body: ProduceRequest, request: Request) -> ProduceResponse:
+        k = kafka(request)
+        try:
+            md = await k.producer.send(
+                k.topic,
+                body.value.encode(),
+                key=None if body.key is None else body.key.encode(),
+                partition=body.partition,
+            )
+        except KafkaConfigError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
+        except KafkaError as exc:
+            raise HTTPException(status_code=503, detail=str(exc)) from exc
+        return ProduceResponse(topic=md.topic, partition=md.partition, offset=md.offset)
+
+    @app.get("/recent")
+    async def recent(request: Request) -> list[dict[str, Any]]:
+        return kafka(request).recent.snapshot()
+
+    @app.get("/health")
+    async def health(request: Request) -> JSONResponse:
+        k = kafka(request)
+        status = k.runner.status()
+        body = {
+            "status": "ok" if status.healthy else "degraded",
+            "consumer": status.as_dict(),
+            "producer": {"buffered_bytes": k.producer.buffered_bytes},
+        }
+        return JSONResponse(body, status_code=200 if status.healthy else 503)
+
+    return app
+
+
+app = create_app()

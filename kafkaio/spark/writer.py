@@ -1,0 +1,125 @@
+"""Spark writers of format("kafkaio"): batch (DataSourceArrowWriter) and streaming
+(DataSourceStreamArrowWriter), one kafkaio Producer per task, at-least-once like Spark's sink.
+
+Columns: value (string or binary, required), key, topic, partition, headers (optional).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from kafkaio.errors import KafkaConfigError
+from kafkaio.spark.options import SinkOptions
+from kafkaio.spark.produce import write_batches
+from kafkaio.spark.rows import HEADERS_TYPE
+
+log = logging.getLogger("kafkaio.spark")
+
+_COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
+    "key": (StringType(), BinaryType()),
+    "value": (StringType(), BinaryType()),
+    "topic": (StringType(),),
+    "partition": (IntegerType(),),
+    "headers": (HEADERS_TYPE,),
+}
+
+
+@dataclass
+class KafkaioCommitMessage(WriterCommitMessage):
+    """What one task wrote: the number of records the brokers acknowledged."""
+
+    records: int
+
+
+def check_sink_schema(schema: StructType, topic: str | None) -> None:
+    """Spark's Kafka sink rules: a value column, a topic (option or column), known types."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise KafkaConfigError(
+            f"writing to Kafka needs a `value` column (string or binary); got columns "
+            f"{', '.join(fields) or 'none'}"
+        )
+    if topic is None and "topic" not in fields:
+        raise KafkaConfigError(
+            "writing to Kafka needs a topic: set .option('topic', ...) or add a `topic` column"
+        )
+    for name, allowed in _COLUMN_TYPES.items():
+        if name in fields and fields[name] not in allowed:
+            want = " or ".join(t.simpleString() for t in allowed)
+            raise KafkaConfigError(
+                f"column `{name}` is {fields[name].simpleString()}; it must be {want}"
+            )
+
+
+class _SinkBase:
+    def __init__(self, raw: Mapping[str, str], schema: StructType) -> None:
+        self._raw = dict(raw)
+        self._opts = SinkOptions.parse(self._raw)
+        check_sink_schema(schema, self._opts.topic)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"raw": self._raw}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._raw = state["raw"]
+        self._opts = SinkOptions.parse(self._raw)
+
+    def _write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaioCommitMessage:
+        return KafkaioCommitMessage(write_batches(self._opts.client, self._opts.topic, iterator))
+
+
+def _total(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(m.records for m in messages if isinstance(m, KafkaioCommitMessage))
+
+
+class KafkaioBatchWriter(_SinkBase, DataSourceArrowWriter):
+    """df.write.format("kafkaio"): every row becomes one record (append; "overwrite" appends
+    too, as in Spark's Kafka sink)."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("wrote %d records to Kafka", _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning(
+            "the Spark write failed; %d records acknowledged by successful tasks stay in "
+            "Kafka (the sink is at-least-once)",
+            _total(messages),
+        )
+
+
+class KafkaioStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
+    """df.writeStream.format("kafkaio"): each micro-batch's rows become records
+    (at-least-once: a retried batch may write its records again)."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("micro-batch %d: wrote %d records to Kafka", batchId, _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "micro-batch %d failed; %d acknowledged records stay in Kafka",
+            batchId,
+            _total(messages),
+        )

@@ -1,0 +1,515 @@
+"""format("kafkaio") in a real local Spark (PySpark 4.2+) against Tansu: batch reads (all
+partitions, explicit offset ranges, headers), batch and streaming writes, streaming reads
+with Trigger.AvailableNow and a checkpoint, and the option checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip(
+    "pyspark.sql.streaming.datasource",
+    reason="pyspark >= 4.2 is not installed (pip install 'kafkaio[spark]'); it is ~300 MB, "
+    "so the Spark data source tests are opt-in",
+)
+pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'kafkaio[spark]')")
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType  # noqa: E402
+
+from kafkaio import Consumer, Producer, TopicPartition  # noqa: E402
+from kafkaio.errors import KafkaConfigError  # noqa: E402
+from kafkaio.producer import RecordMetadata  # noqa: E402
+from kafkaio.spark import offsets_json, register  # noqa: E402
+from kafkaio.spark.offsets import rate_limit  # noqa: E402
+from kafkaio.spark.options import SourceOptions  # noqa: E402
+from kafkaio.spark.settings import client_settings  # noqa: E402
+from kafkaio.testing import BrokerInfo  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+TS0 = 1_700_000_000_000  # record timestamps (ms) start here
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkaio-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+Rec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
+
+
+def _produce(
+    bootstrap: str, topic: str, records: list[Rec], *, one_by_one: bool = False
+) -> list[RecordMetadata]:
+    """Produce (partition, key, value, headers) records with kafkaio; their metadata in order.
+
+    `one_by_one` sends each record as its own batch: Tansu 0.6 answers ListOffsets "latest"
+    with the last batch's base offset + 1, which is exact only for one-record batches."""
+
+    async def main() -> list[RecordMetadata]:
+        async with Producer(bootstrap, linger_ms=0 if one_by_one else 5) as producer:
+            if one_by_one:
+                return [
+                    await producer.send(
+                        topic, v, key=k, partition=p, headers=h, timestamp_ms=TS0 + i
+                    )
+                    for i, (p, k, v, h) in enumerate(records)
+                ]
+            futures = [
+                await producer.enqueue(
+                    topic, v, key=k, partition=p, headers=h, timestamp_ms=TS0 + i
+                )
+                for i, (p, k, v, h) in enumerate(records)
+            ]
+            await producer.flush(timeout=30)
+            return [f.result() for f in futures]
+
+    return anyio.run(main)
+
+
+def _records(n: int, start: int = 0) -> list[Rec]:
+    return [(i % PARTITIONS, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(start, n)]
+
+
+def _ends(metas: list[RecordMetadata]) -> dict[TopicPartition, int]:
+    ends: dict[TopicPartition, int] = {}
+    for md in metas:
+        tp = TopicPartition(md.topic, md.partition)
+        ends[tp] = max(ends.get(tp, 0), md.offset + 1)
+    return ends
+
+
+def _create(broker: BrokerInfo, topic: str, partitions: int = PARTITIONS) -> None:
+    anyio.run(broker.create_topic, topic, partitions)
+
+
+def _consume_all(bootstrap: str, topic: str, count: int) -> list[Any]:
+    async def main() -> list[Any]:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        out: list[Any] = []
+        async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+            c.assign(tps)
+            with anyio.fail_after(30):
+                while len(out) < count:
+                    batch = await c.getmany(timeout_ms=500)
+                    out.extend(r for recs in batch.values() for r in recs)
+            out.extend(r for recs in (await c.getmany(timeout_ms=300)).values() for r in recs)
+        return out
+
+    return anyio.run(main)
+
+
+@pytest.fixture
+def broker(tansu_broker: BrokerInfo) -> BrokerInfo:
+    return tansu_broker
+
+
+# -- batch reads ---------------------------------------------------------------------------
+
+
+def test_batch_read_every_partition(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    _create(broker, unique_topic)
+    metas = _produce(broker.bootstrap, unique_topic, _records(300))
+    ends = _ends(metas)
+    df = (
+        spark.read.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", unique_topic)
+        .option("endingOffsets", json.dumps(offsets_json(ends)))
+        .load()
+    )
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    assert list(fields) == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+    ]
+    assert (fields["key"], fields["partition"], fields["offset"]) == (
+        BinaryType(),
+        IntegerType(),
+        LongType(),
+    )
+    assert fields["topic"] == StringType()
+    assert df.rdd.getNumPartitions() == PARTITIONS  # one input partition per topic-partition
+    rows = df.collect()
+    assert len(rows) == 300
+    got = {(r.partition, r.offset): r for r in rows}
+    for i, md in enumerate(metas):
+        row = got[(md.partition, md.offset)]
+        assert (bytes(row.key), bytes(row.value)) == (f"k{i}".encode(), f"v{i}".encode())
+        assert row.topic == unique_topic
+        assert row.timestampType == 0
+        assert int(row.timestamp.timestamp() * 1000) == TS0 + i
+
+
+def test_batch_read_offset_ranges(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    _create(broker, unique_topic)
+    metas = _produce(broker.bootstrap, unique_topic, _records(90))  # 30 per partition
+    by_offset = {(md.partition, md.offset): i for i, md in enumerate(metas)}
+    starting = {unique_topic: {"0": 5, "1": -2, "2": 10}}
+    ending = {unique_topic: {"0": 15, "1": 3, "2": 10}}
+    rows = (
+        spark.read.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", unique_topic)
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .load()
+        .collect()
+    )
+    got = sorted((r.partition, r.offset) for r in rows)
+    assert got == [(0, o) for o in range(5, 15)] + [(1, o) for o in range(3)]
+    for r in rows:
+        assert bytes(r.value) == f"v{by_offset[(r.partition, r.offset)]}".encode()
+
+    # assign: one partition only
+    rows = (
+        spark.read.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("assign", json.dumps({unique_topic: [2]}))
+        .option("startingOffsets", json.dumps({unique_topic: {"2": 28}}))
+        .option("endingOffsets", json.dumps({unique_topic: {"2": 30}}))
+        .load()
+        .collect()
+    )
+    assert sorted((r.partition, r.offset) for r in rows) == [(2, 28), (2, 29)]
+
+
+def test_batch_read_headers(spark: SparkSession, broker: BrokerInfo, unique_topic: str) -> None:
+    _create(broker, unique_topic, 1)
+    records: list[Rec] = [
+        (0, None, b"no-headers", None),
+        (0, b"k", b"two", [("h1", b"a"), ("h2", None)]),
+        (0, b"k", None, [("trace", b"\x00\x01")]),
+    ]
+    metas = _produce(broker.bootstrap, unique_topic, records)
+    rows = (
+        spark.read.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", unique_topic)
+        .option("includeHeaders", "true")
+        .option("endingOffsets", json.dumps(offsets_json(_ends(metas))))
+        .load()
+        .orderBy("offset")
+        .collect()
+    )
+    assert [r.offset for r in rows] == [0, 1, 2]
+    assert rows[0].headers is None and rows[0].key is None
+    assert [(h.key, None if h.value is None else bytes(h.value)) for h in rows[1].headers] == [
+        ("h1", b"a"),
+        ("h2", None),
+    ]
+    assert rows[2].value is None
+    assert [(h.key, bytes(h.value)) for h in rows[2].headers] == [("trace", b"\x00\x01")]
+
+
+def test_batch_read_rejects_bad_options(spark: SparkSession, broker: BrokerInfo) -> None:
+    reader = spark.read.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap)
+    with pytest.raises(Exception, match="exactly one of the options subscribe"):
+        reader.load().collect()
+    with pytest.raises(Exception, match="'latest' .* not allowed in a batch query"):
+        reader.option("subscribe", "t").option("startingOffsets", "latest").load().collect()
+
+
+# -- writes --------------------------------------------------------------------------------
+
+
+def test_batch_write_then_read_back(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    _create(broker, unique_topic)
+    data = [
+        (
+            f"key-{i}",
+            f"value-{i}".encode(),
+            i % PARTITIONS,
+            [(f"h{i}", b"x")] if i % 5 == 0 else None,
+        )
+        for i in range(120)
+    ]
+    df = spark.createDataFrame(
+        data,
+        "key string, value binary, partition int, headers array<struct<key:string,value:binary>>",
+    ).repartition(2)
+    (
+        df.write.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", unique_topic)
+        .mode("append")
+        .save()
+    )
+    records = _consume_all(broker.bootstrap, unique_topic, len(data))
+    assert len(records) == len(data)
+    got = {r.key: r for r in records}
+    for key, value, partition, headers in data:
+        r = got[key.encode()]
+        assert (r.value, r.partition, r.topic) == (value, partition, unique_topic)
+        assert list(r.headers) == (headers or [])
+
+
+def test_write_with_topic_column_and_errors(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    _create(broker, unique_topic)
+    df = spark.createDataFrame(
+        [(unique_topic, f"v{i}") for i in range(10)], "topic string, value string"
+    )
+    # Python data sources have no ErrorIfExists mode: append (or overwrite, which appends)
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        df.write.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap).save()
+    df.write.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap).mode(
+        "overwrite"
+    ).save()
+    records = _consume_all(broker.bootstrap, unique_topic, 10)
+    assert sorted(r.value for r in records) == sorted(f"v{i}".encode() for i in range(10))
+    assert all(r.key is None for r in records)
+
+    no_value = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="needs a `value` column"):
+        no_value.write.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap).option(
+            "topic", unique_topic
+        ).mode("append").save()
+    no_topic = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match="needs a topic"):
+        no_topic.write.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap).mode(
+            "append"
+        ).save()
+
+
+# -- streaming -----------------------------------------------------------------------------
+
+
+def _stream_once(
+    spark: SparkSession, broker: BrokerInfo, topic: str, out: Path, checkpoint: Path, **options: str
+) -> list[dict[str, Any]]:
+    """One availableNow run of topic -> parquet; returns the run's progress reports."""
+    stream = (
+        spark.readStream.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for name, value in options.items():
+        stream = stream.option(name, value)
+    query = (
+        stream.load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None, query.exception()
+    return [p for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def test_streaming_available_now_resumes_from_checkpoint(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str, tmp_path: Path
+) -> None:
+    _create(broker, unique_topic)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    first = _produce(broker.bootstrap, unique_topic, _records(30), one_by_one=True)
+    _stream_once(spark, broker, unique_topic, out, checkpoint)
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(
+        (md.partition, md.offset) for md in first
+    )
+
+    second = _produce(broker.bootstrap, unique_topic, _records(45, start=30), one_by_one=True)
+    progress = _stream_once(spark, broker, unique_topic, out, checkpoint)
+    assert sum(p["numInputRows"] for p in progress) == 15  # only the new records
+    rows = spark.read.parquet(str(out)).collect()
+    assert len(rows) == 45
+    expected = {(md.partition, md.offset): f"v{i}" for i, md in enumerate(first + second)}
+    assert {(r.partition, r.offset): r.value for r in rows} == expected
+    end = json.loads(progress[-1]["sources"][0]["endOffset"])  # the checkpointed offsets
+    assert end == {unique_topic: {str(tp.partition): o for tp, o in _ends(first + second).items()}}
+
+
+def test_streaming_max_offsets_per_trigger(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str, tmp_path: Path
+) -> None:
+    _create(broker, unique_topic)
+    metas = _produce(broker.bootstrap, unique_topic, _records(60), one_by_one=True)
+    progress = _stream_once(
+        spark, broker, unique_topic, tmp_path / "out", tmp_path / "cp", maxOffsetsPerTrigger="25"
+    )
+    # 25 spread over 3 equally lagging partitions: 8 each, then 8 each, then the rest
+    assert [p["numInputRows"] for p in progress] == [24, 24, 12]
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(
+        (md.partition, md.offset) for md in metas
+    )
+
+
+def test_streaming_copy_between_topics(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str, tmp_path: Path
+) -> None:
+    source, sink = unique_topic, unique_topic + "-copy"
+    _create(broker, source)
+    _create(broker, sink)
+    _produce(broker.bootstrap, source, _records(20), one_by_one=True)
+    query = (
+        spark.readStream.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "upper(CAST(value AS STRING)) AS value", "partition")
+        .writeStream.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    records = _consume_all(broker.bootstrap, sink, 20)
+    assert sorted((r.partition, r.key, r.value) for r in records) == sorted(
+        (i % PARTITIONS, f"k{i}".encode(), f"V{i}".encode()) for i in range(20)
+    )
+
+
+# -- option parsing (no broker) ------------------------------------------------------------
+
+
+def test_source_option_parsing() -> None:
+    opts = SourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribePattern": "orders-.*",
+            "startingOffsets": '{"a": {"0": -2}}',
+            "maxOffsetsPerTrigger": "100",
+            "failOnDataLoss": "false",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="u" password="p\\"w";',
+            "kafka.request.timeout.ms": "5000",
+        }
+    )
+    assert opts.selection.pattern == "orders-.*"
+    assert opts.starting is not None and opts.starting.partition_map == {TopicPartition("a", 0): -2}
+    assert (opts.max_offsets_per_trigger, opts.fail_on_data_loss) == (100, False)
+    assert opts.client.consumer_options() == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "u",
+        "sasl_plain_password": 'p"w',
+        "request_timeout_ms": 5000,
+    }
+    with pytest.raises(KafkaConfigError, match="did you mean 'startingoffsets'"):
+        SourceOptions.parse(
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "startingOffset": "earliest"}
+        )
+    with pytest.raises(KafkaConfigError, match="kafka.group.id is not supported"):
+        client_settings({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"})
+    with pytest.raises(KafkaConfigError, match="did you mean 'kafka.linger.ms'"):
+        client_settings({"kafka.bootstrap.servers": "h:1", "kafka.linger.msec": "5"})
+
+
+def test_rate_limit_spreads_by_lag() -> None:
+    a, b, c = (TopicPartition("t", p) for p in range(3))
+    start = {a: 0, b: 100, c: 50}
+    latest = {a: 90, b: 110, c: 50}
+    assert rate_limit(start, latest, 1000) == latest
+    assert rate_limit(start, latest, 50) == {a: 45, b: 105, c: 50}
+    assert rate_limit(start, latest, 1) == {a: 1, b: 101, c: 50}  # small lags are not starved
+
+
+def test_batch_read_subscribe_pattern(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    topics = [f"{unique_topic}-a", f"{unique_topic}-b"]
+    ends: dict[TopicPartition, int] = {}
+    for topic in topics:
+        _create(broker, topic)
+        ends |= _ends(_produce(broker.bootstrap, topic, _records(30)))
+    _create(broker, f"{unique_topic}-c")  # not matched
+    rows = (
+        spark.read.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribePattern", f"{unique_topic}-[ab]")
+        .option("endingOffsets", json.dumps(offsets_json(ends)))
+        .load()
+        .collect()
+    )
+    assert sorted((r.topic, bytes(r.value)) for r in rows) == sorted(
+        (t, f"v{i}".encode()) for t in topics for i in range(30)
+    )
+
+
+class _StubAdmin:
+    """Answers ListOffsets like a broker whose partition t-0 holds timestamps 100..190
+    (offsets 0..9) and ends at 10. Tansu 0.6 cannot answer timestamp lookups (it returns
+    offset 0 for any timestamp), so the timestamp paths are checked against this."""
+
+    async def list_offsets(self, specs: dict[TopicPartition, int], **_: Any) -> dict[Any, Any]:
+        from kafkaio.admin import ListedOffset
+
+        out = {}
+        for tp, spec in specs.items():
+            if spec == -1:
+                out[tp] = ListedOffset(10)
+            elif spec == -2:
+                out[tp] = ListedOffset(0)
+            else:
+                offset = max(0, (spec - 100 + 9) // 10)
+                out[tp] = ListedOffset(offset if offset < 10 else None)
+        return out
+
+
+async def test_timestamp_bounds_resolve() -> None:
+    from kafkaio.spark.cluster import resolve_bound
+    from kafkaio.spark.errors import OffsetLookupError
+    from kafkaio.spark.offsets import OffsetBound
+
+    tp = TopicPartition("t", 0)
+    stub: Any = _StubAdmin()
+
+    async def resolve(bound: OffsetBound, missing: str = "error") -> dict[TopicPartition, int]:
+        return await resolve_bound(
+            stub, bound, [tp], isolation_level="read_uncommitted", missing_timestamp=missing
+        )
+
+    assert await resolve(OffsetBound("timestamp", timestamp=145)) == {tp: 5}
+    assert await resolve(OffsetBound("timestamps", ((tp, 100),))) == {tp: 0}
+    assert await resolve(OffsetBound("timestamp", timestamp=999), "latest") == {tp: 10}
+    with pytest.raises(OffsetLookupError, match="no record at or after the given timestamp"):
+        await resolve(OffsetBound("timestamp", timestamp=999))
+    assert await resolve(OffsetBound("offsets", ((tp, -1),))) == {tp: 10}
+    with pytest.raises(OffsetLookupError, match="must name every partition"):
+        await resolve(OffsetBound("offsets", ((TopicPartition("t", 1), 3),)))

@@ -1,0 +1,239 @@
+"""The web examples (examples/fastapi_app.py, examples/aiohttp_app.py) and the ConsumerRunner
+helper against Tansu: produce over HTTP, the background consumer sees every record, health
+shows lag per partition, shutdown commits what was handled and leaves the group."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+
+from kafkaio import Admin, Consumer, Producer, TopicPartition
+from kafkaio.integrations import ConsumerRunner, RunnerState
+from kafkaio.testing import BrokerInfo
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTITIONS = 2
+COUNT = 8
+# Tansu holds a group's first join for the rebalance timeout: keep it short in tests.
+GROUP_OPTIONS = {
+    "session_timeout_ms": 6000,
+    "heartbeat_interval_ms": 500,
+    "rebalance_timeout_ms": 1000,
+}
+
+T = TypeVar("T")
+
+
+def _load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"kafkaio_example_{name}", ROOT / "examples" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pydantic look the module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _wait_sync(fetch: Callable[[], T], ready: Callable[[T], bool], seconds: float = 30) -> T:
+    deadline = time.monotonic() + seconds
+    while True:
+        value = fetch()
+        if ready(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not ready after {seconds} s: {value!r}")
+        time.sleep(0.05)
+
+
+async def _group_state(
+    bootstrap: str, group: str, topic: str, partitions: int = PARTITIONS
+) -> tuple[dict[int, int | None], Any]:
+    """The group's committed offsets per partition and its description."""
+    async with Admin(bootstrap) as admin:
+        offsets = await admin.list_group_offsets(
+            group, [TopicPartition(topic, p) for p in range(partitions)]
+        )
+        description = (await admin.describe_groups([group]))[group]
+    return {tp.partition: o.offset for tp, o in offsets.items()}, description
+
+
+def _expected_recent(topic: str) -> list[tuple[int, int, str, str]]:
+    return sorted((i % PARTITIONS, i // PARTITIONS, f"k{i}", f"v{i}") for i in range(COUNT))
+
+
+def _as_tuples(recent: list[dict[str, Any]]) -> list[tuple[int, int, str, str]]:
+    return sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in recent)
+
+
+def _check_health(body: dict[str, Any], topic: str) -> None:
+    assert body["status"] == "ok"
+    consumer = body["consumer"]
+    assert consumer["state"] == "running" and consumer["healthy"] is True
+    assert consumer["handled"] == COUNT and consumer["handler_errors"] == 0
+    assert consumer["total_lag"] == 0
+    assert [
+        (p["topic"], p["partition"], p["position"], p["lag"]) for p in consumer["partitions"]
+    ] == [(topic, p, COUNT // PARTITIONS, 0) for p in range(PARTITIONS)]
+
+
+# -- FastAPI -------------------------------------------------------------------------------
+
+
+def test_fastapi_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+    testclient = pytest.importorskip("fastapi.testclient", reason="fastapi/httpx not installed")
+    module = _load_example("fastapi_app")
+    anyio.run(tansu_broker.create_topic, unique_topic, PARTITIONS)
+    group = f"{unique_topic}-group"
+    app = module.create_app(
+        tansu_broker.bootstrap, unique_topic, group_id=group, consumer_options=GROUP_OPTIONS
+    )
+    with testclient.TestClient(app) as client:
+        acks = []
+        for i in range(COUNT):
+            response = client.post(
+                "/produce", json={"key": f"k{i}", "value": f"v{i}", "partition": i % PARTITIONS}
+            )
+            assert response.status_code == 200, response.text
+            acks.append(response.json())
+        assert [(a["topic"], a["partition"], a["offset"]) for a in acks] == [
+            (unique_topic, i % PARTITIONS, i // PARTITIONS) for i in range(COUNT)
+        ]
+        bad = client.post("/produce", json={"value": "x", "partition": 7})
+        assert bad.status_code == 400 and "partition 7" in bad.json()["detail"]
+
+        recent = _wait_sync(lambda: client.get("/recent").json(), lambda r: len(r) >= COUNT)
+        assert _as_tuples(recent) == _expected_recent(unique_topic)
+        health = _wait_sync(
+            lambda: client.get("/health"), lambda r: r.json()["consumer"]["total_lag"] == 0
+        )
+        assert health.status_code == 200
+        _check_health(health.json(), unique_topic)
+    # shutdown committed the handled records and left the group
+    committed, description = anyio.run(_group_state, tansu_broker.bootstrap, group, unique_topic)
+    assert committed == {p: COUNT // PARTITIONS for p in range(PARTITIONS)}
+    assert description.members == ()
+
+
+# -- aiohttp -------------------------------------------------------------------------------
+
+
+async def test_aiohttp_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+    test_utils = pytest.importorskip("aiohttp.test_utils", reason="aiohttp is not installed")
+    module = _load_example("aiohttp_app")
+    await tansu_broker.create_topic(unique_topic, PARTITIONS)
+    group = f"{unique_topic}-group"
+    app = module.create_app(
+        tansu_broker.bootstrap, unique_topic, group_id=group, consumer_options=GROUP_OPTIONS
+    )
+    with anyio.fail_after(60):
+        async with test_utils.TestClient(test_utils.TestServer(app)) as client:
+            for i in range(COUNT):
+                response = await client.post(
+                    "/produce", json={"key": f"k{i}", "value": f"v{i}", "partition": i % PARTITIONS}
+                )
+                assert response.status == 200, await response.text()
+                ack = await response.json()
+                assert (ack["partition"], ack["offset"]) == (i % PARTITIONS, i // PARTITIONS)
+            bad = await client.post("/produce", json={"value": "x", "partition": "zero"})
+            assert bad.status == 400
+            while True:
+                recent = await (await client.get("/recent")).json()
+                health = await client.get("/health")
+                body = await health.json()
+                if len(recent) >= COUNT and body["consumer"]["total_lag"] == 0:
+                    break
+                await anyio.sleep(0.05)
+            assert _as_tuples(recent) == _expected_recent(unique_topic)
+            assert health.status == 200
+            _check_health(body, unique_topic)
+    committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic)
+    assert committed == {p: COUNT // PARTITIONS for p in range(PARTITIONS)}
+    assert description.members == ()
+
+
+# -- ConsumerRunner ------------------------------------------------------------------------
+
+
+async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    async with Producer(bootstrap) as producer:
+        for value in values:
+            await producer.send(topic, value, partition=0)
+
+
+async def test_runner_logs_handler_errors_and_goes_on(
+    tansu_broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await tansu_broker.create_topic(unique_topic, 1)
+    values = [b"a", b"b", b"bad", b"c"]
+    await _produce(tansu_broker.bootstrap, unique_topic, values)
+    seen: list[bytes] = []
+
+    async def handler(record: Any) -> None:
+        if record.value == b"bad":
+            raise ValueError("cannot handle this one")
+        seen.append(record.value)
+
+    consumer = Consumer(bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest")
+    caplog.set_level(logging.ERROR, logger="kafkaio.integrations")
+    with anyio.fail_after(30):
+        async with ConsumerRunner(consumer, handler) as runner:
+            consumer.assign([TopicPartition(unique_topic, 0)])
+            while runner.status().handled + runner.status().handler_errors < len(values):
+                await anyio.sleep(0.02)
+            status = runner.status()
+            assert status.state == "running" and status.healthy
+        assert runner.state is RunnerState.STOPPED
+    assert seen == [b"a", b"b", b"c"]
+    assert (status.handled, status.handler_errors) == (3, 1)
+    assert status.last_error is not None and "cannot handle this one" in status.last_error
+    assert any(
+        f"handler failed for {unique_topic}[0] offset 2" in r.getMessage() for r in caplog.records
+    )
+
+
+async def test_runner_stop_on_error_commits_only_handled_records(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    await tansu_broker.create_topic(unique_topic, 1)
+    await _produce(tansu_broker.bootstrap, unique_topic, [b"a", b"b", b"bad", b"c", b"d"])
+    group = f"{unique_topic}-group"
+    seen: list[bytes] = []
+
+    def handler(record: Any) -> None:
+        if record.value == b"bad":
+            raise ValueError("poison record")
+        seen.append(record.value)
+
+    consumer = Consumer(
+        unique_topic,
+        bootstrap_servers=tansu_broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **GROUP_OPTIONS,
+    )
+    with anyio.fail_after(30):
+        async with ConsumerRunner(consumer, handler, stop_on_error=True) as runner:
+            while runner.state is RunnerState.RUNNING:
+                await anyio.sleep(0.02)
+            status = runner.status()
+            assert runner.state is RunnerState.FAILED and not status.healthy
+            _, during = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+            assert len(during.members) == 1  # still a member until the runner stops
+        assert runner.state is RunnerState.FAILED
+    assert seen == [b"a", b"b"]
+    committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+    assert committed == {0: 2}  # the poison record is read again by the next member
+    assert description.members == ()
