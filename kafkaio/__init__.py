@@ -8,6 +8,7 @@ from kafkaio.admin import Admin, NewTopic  # noqa: E402
 from kafkaio.consumer import Consumer, ConsumerRecord, RebalanceListener  # noqa: E402
 from kafkaio.metadata.cluster import TopicPartition  # noqa: E402
 from kafkaio.producer import Producer  # noqa: E402
+from kafkaio.share import AcknowledgeType, ShareConsumer, ShareRecord  # noqa: E402
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata  # noqa: E402
 
 __all__ = [
@@ -21,4 +22,7 @@ __all__ = [
     "RebalanceListener",
     "TopicPartition",
     "__version__",
+    "AcknowledgeType",
+    "ShareConsumer",
+    "ShareRecord",
 ]

@@ -1,0 +1,412 @@
+"""ShareConsumer: the application face of a KIP-932 share group ("queues for Kafka").
+
+Wires the share membership, share-fetch and acknowledgement managers to one NetworkDriver;
+the application side polls acquired records and acknowledges them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from kafkaio.config import split_connection_options
+from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue
+from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.consumer.processor import ApplicationEventProcessor
+from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.net.manager import ConnectionManager
+from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
+from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
+from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutError
+from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
+from kafkaio.share.membership import MemberState, ShareMembershipManager
+from kafkaio.share.record import ShareRecord
+
+log = logging.getLogger("kafkaio.share")
+
+_WAIT_SLICE_S = 0.5  # the application re-checks for errors at least this often while waiting
+
+
+@dataclass(slots=True, eq=False)
+class CommitAcknowledgementsEvent(ApplicationEvent[dict[TopicPartition, KafkaError | None]]):
+    """Send every pending acknowledgement now; completes with {partition: error or None}."""
+
+
+class ShareConsumer:
+    """A member of a share group: records are shared among members, one delivery at a time.
+
+    ``async with ShareConsumer("orders", bootstrap_servers=..., group_id="workers") as c:``
+    then ``await c.poll()`` (a batch) or ``async for record in c``. Each record is
+    acquired for this consumer for the broker's acquisition-lock time; acknowledge it with
+    ``await record.ack()`` / ``release()`` / ``reject()`` or ``await c.acknowledge(records,
+    AcknowledgeType.X)``. Decisions are sent with the next poll, or at once by
+    ``await c.commit()``. ``acknowledgement_mode="implicit"`` (default) accepts what a poll
+    returned and was not acknowledged otherwise when the next poll starts; ``"explicit"``
+    requires every record to be acknowledged before the next poll. ``close`` sends the
+    remaining acknowledgements, closes the share sessions and leaves the group.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str],
+        group_id: str,
+        **options: Any,
+    ) -> None:
+        if not topics:
+            raise KafkaConfigError("ShareConsumer needs at least one topic to subscribe to")
+        if not group_id:
+            raise KafkaConfigError("ShareConsumer needs a group_id (the share group's name)")
+        options.setdefault("client_id", "kafkaio-share-consumer")
+        conn_config, own = split_connection_options(
+            options, SHARE_CONSUMER_OPTIONS, "ShareConsumer"
+        )
+        config = self.config = ShareConsumerConfig.from_options(own)
+        self.group_id = group_id
+        self.topics = tuple(sorted(set(topics)))
+        self._bootstrap = bootstrap_servers
+        self._conn_config = conn_config
+        self._explicit = config.acknowledgement_mode == "explicit"
+        self._metadata = MetadataManager(
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+        )
+        self._metadata.set_topics(self.topics)
+        self._events = ApplicationEventQueue()
+        self._processor = ApplicationEventProcessor(self._events)
+        self._coordinator = CoordinatorManager(
+            group_id, config.retry_backoff_ms, config.retry_backoff_max_ms
+        )
+        self._member = ShareMembershipManager(
+            group_id,
+            self.topics,
+            self._coordinator,
+            rack_id=config.client_rack,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+        )
+        self._acks = Acknowledgements()
+        self._fetcher = ShareFetchManager(
+            group_id,
+            self._member,
+            self._metadata,
+            self._acks,
+            ShareFetchConfig(
+                max_wait_ms=config.fetch_max_wait_ms,
+                min_bytes=config.fetch_min_bytes,
+                max_bytes=config.fetch_max_bytes,
+                max_records=config.max_poll_records,
+                batch_size=config.max_poll_records,
+                retry_backoff_ms=config.retry_backoff_ms,
+                retry_backoff_max_ms=config.retry_backoff_max_ms,
+            ),
+            on_records=self._records_arrived,
+        )
+        self._processor.register(CommitAcknowledgementsEvent, self._on_commit_event)
+        self._delivered: list[ShareRecord[Any, Any]] = []  # returned by the last poll
+        self._iter: list[ShareRecord[Any, Any]] = []
+        self._arrived = anyio.Event()
+        self._driver: NetworkDriver | None = None
+        self._stack: AsyncExitStack | None = None
+        self._connections: ConnectionManager | None = None
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ShareConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the network task, load metadata and begin joining the share group."""
+        if self._started:
+            raise KafkaError("a ShareConsumer can be started once; make a new one")
+        self._started = True
+        self._connections = ConnectionManager(self._bootstrap, self._conn_config)
+        self._driver = NetworkDriver(
+            self._connections,
+            self._metadata,
+            [self._processor, self._coordinator, self._member, self._fetcher],
+            extra_nodes=self._coordinator.addresses,
+        )
+        self._events.set_wakeup(self._driver.wakeup)
+        self._stack = AsyncExitStack()
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        await tg.start(self._driver.run)
+        with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
+            await self._driver.wait_for_metadata(0)
+        if self._metadata.version == 0:
+            error = self._metadata.last_error
+            await self._shutdown()
+            raise KafkaConnectionError(
+                f"the share consumer got no metadata from {self._bootstrap} within "
+                f"default_api_timeout_ms ({self.config.default_api_timeout_ms} ms); last "
+                f"error: {error}. Check bootstrap_servers and that the brokers are running"
+            )
+        self._member.join()
+        self._driver.wakeup()
+
+    async def close(self, timeout: float | None = 30.0) -> None:
+        """Send pending acknowledgements, close the share sessions, leave the group, stop."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        driver = self._driver
+        assert driver is not None
+        try:
+            if driver.running:
+                with anyio.move_on_after(timeout):
+                    self._finish_previous_poll(strict=False)
+                    self._iter.clear()
+                    self._fetcher.close()
+                    driver.wakeup()
+                    while not self._fetcher.closed and driver.running:
+                        await anyio.sleep(0.005)
+                    self._member.leave()
+                    driver.wakeup()
+                    while self._member.state is MemberState.LEAVING and driver.running:
+                        await anyio.sleep(0.005)
+                self._report(self._fetcher.drain_outcomes())
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        if self._driver is not None:
+            self._driver.stop()
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+        if self._connections is not None:
+            await self._connections.close()
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def member_id(self) -> str:
+        return self._member.member_id
+
+    @property
+    def member_epoch(self) -> int:
+        return self._member.member_epoch
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions the share group currently assigns to this member."""
+        cluster = self._metadata.cluster
+        out: set[TopicPartition] = set()
+        for topic_id, partitions in self._member.assignment.items():
+            name = cluster.topic_name(topic_id)
+            if name is not None:
+                out.update(TopicPartition(name, p) for p in partitions)
+        return out
+
+    @property
+    def acquisition_lock_timeout_ms(self) -> float:
+        """The broker's acquisition-lock time, as its last ShareFetch response said."""
+        return self._fetcher.lock_timeout_ms
+
+    # -- consuming ------------------------------------------------------------------------------
+
+    async def poll(
+        self, timeout_ms: float = 1000, max_records: int | None = None
+    ) -> list[ShareRecord[Any, Any]]:
+        """Up to ``max_records`` acquired records (``max_poll_records`` by default).
+
+        First settles the previous poll's records (implicit mode: accepts the ones not
+        acknowledged; explicit mode: raises AcknowledgementError if any is not). Waits up to
+        ``timeout_ms`` for records; returns an empty list if none arrived.
+        """
+        driver = self._check()
+        self._finish_previous_poll(strict=True)
+        limit = self.config.max_poll_records if max_records is None else max_records
+        if limit < 1:
+            raise KafkaConfigError(f"max_records is {limit}; ask for at least 1")
+        deadline = anyio.current_time() + max(timeout_ms, 0) / 1000.0
+        driver.wakeup()  # piggyback the decisions on the next fetch now
+        while True:
+            self._raise_background()
+            records = self._fetcher.drain(limit, now_ms())
+            if records:
+                self._delivered = [self._bind(r) for r in records]
+                return list(self._delivered)
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return []
+            self._arrived = anyio.Event()
+            driver.wakeup()
+            with anyio.move_on_after(min(remaining, _WAIT_SLICE_S)):
+                await self._arrived.wait()
+            driver.check()
+
+    def __aiter__(self) -> ShareConsumer:
+        return self
+
+    async def __anext__(self) -> ShareRecord[Any, Any]:
+        while not self._iter:
+            if self._closed:
+                raise StopAsyncIteration
+            self._iter = await self.poll(timeout_ms=_WAIT_SLICE_S * 1000)
+            self._iter.reverse()
+        return self._iter.pop()
+
+    # -- acknowledging --------------------------------------------------------------------------
+
+    async def acknowledge(
+        self,
+        records: ShareRecord[Any, Any] | Iterable[ShareRecord[Any, Any]],
+        ack_type: AcknowledgeType = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Record how records were handled; sent with the next poll or `commit`.
+
+        Raises AcquisitionLockTimeoutError for a record whose lock expired (the broker
+        already released it), AcknowledgementError for one acknowledged twice or not held.
+        With several records, every one that can be acknowledged is, then the first error
+        is raised.
+        """
+        self._check()
+        items = [records] if isinstance(records, ShareRecord) else list(records)
+        now = now_ms()
+        first: KafkaError | None = None
+        for record in items:
+            try:
+                self._acks.acknowledge(
+                    TopicPartition(record.topic, record.partition),
+                    record.offset,
+                    ack_type,
+                    now,
+                    record.delivery_count,
+                )
+            except AcknowledgementError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    async def commit(
+        self, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Send every pending acknowledgement now and wait for the broker's answers.
+
+        Returns {partition: None (applied) or the error}, e.g. InvalidRecordStateError when
+        a lock had expired on the broker, ShareSessionResetError when the session was lost.
+        In implicit mode, the records of the last poll are accepted first.
+        """
+        driver = self._check()
+        self._finish_previous_poll(strict=False)
+        timeout = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        event = CommitAcknowledgementsEvent(now_ms() + timeout)
+        self._events.put(event)
+        driver.wakeup()
+        result = await event.wait(timeout / 1000.0 + 1.0)
+        self._report(self._fetcher.drain_outcomes())
+        return result
+
+    def _on_commit_event(self, event: CommitAcknowledgementsEvent, now: float) -> None:
+        self._fetcher.commit(event.complete)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _check(self) -> NetworkDriver:
+        if self._closed:
+            raise KafkaError("the share consumer is closed")
+        if self._driver is None:
+            raise KafkaError("the share consumer is not started; use `async with` or start()")
+        self._driver.check()
+        return self._driver
+
+    def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
+        if self.config.key_deserializer is not None:
+            record.key = self.config.key_deserializer(record.key)
+        if self.config.value_deserializer is not None:
+            record.value = self.config.value_deserializer(record.value)
+        record._acknowledger = self.acknowledge
+        return record
+
+    def _finish_previous_poll(self, *, strict: bool) -> None:
+        """Implicit mode: accept what the last poll returned and nobody acknowledged.
+        Explicit mode (strict): every record must have been acknowledged."""
+        if not self._delivered or (self._iter and strict):
+            return
+        now = now_ms()
+        unseen = {id(r) for r in self._iter}  # still in `async for`'s hands: never seen
+        open_records = [
+            r
+            for r in self._delivered
+            if id(r) not in unseen
+            and self._acks.unacknowledged(
+                TopicPartition(r.topic, r.partition), r.offset, r.delivery_count
+            )
+        ]
+        if self._explicit:
+            if not strict:
+                return  # commit/close: the records stay the application's to acknowledge
+            if open_records:
+                first = open_records[0]
+                raise AcknowledgementError(
+                    f"{len(open_records)} record(s) of the previous poll are not acknowledged "
+                    f"(first: {first.topic}[{first.partition}] offset {first.offset}); in "
+                    "explicit acknowledgement mode acknowledge every record before polling again"
+                )
+        else:
+            for r in open_records:
+                tp = TopicPartition(r.topic, r.partition)
+                try:
+                    self._acks.acknowledge(
+                        tp, r.offset, AcknowledgeType.ACCEPT, now, r.delivery_count
+                    )
+                except AcquisitionLockTimeoutError as exc:
+                    self._report([AckOutcome(tp, (r.offset,), exc)])
+        self._delivered = [r for r in self._delivered if id(r) in unseen]
+        self._acks.forget_expired(now)
+
+    def _raise_background(self) -> None:
+        self._report(self._fetcher.drain_outcomes())
+        errors = self._coordinator.drain_errors() + self._fetcher.drain_errors()
+        if self._member.fatal_error is not None:
+            errors.insert(0, self._member.fatal_error)
+        if errors:
+            raise errors[0]
+
+    def _report(self, outcomes: list[AckOutcome]) -> None:
+        callback = self.config.on_acknowledgement
+        for outcome in outcomes:
+            if outcome.error is not None:
+                log.warning(
+                    "acknowledgement of %s offsets %s failed: %s",
+                    outcome.partition,
+                    _span(outcome.offsets),
+                    outcome.error,
+                )
+            if callback is not None:
+                callback(outcome)
+
+    def _records_arrived(self) -> None:
+        self._arrived.set()
+
+
+def _span(offsets: tuple[int, ...]) -> str:
+    if not offsets:
+        return "-"
+    return str(offsets[0]) if len(offsets) == 1 else f"{offsets[0]}..{offsets[-1]}"
+
+
+__all__ = ["CommitAcknowledgementsEvent", "ShareConsumer"]

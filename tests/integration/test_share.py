@@ -1,0 +1,364 @@
+"""Share groups (KIP-932) end to end: ShareConsumer against librdkafka's mock cluster.
+
+Most tests run a private in-process mock cluster so they can set its share-group knobs
+(auto offset reset, lock duration, manual assignment) through librdkafka's C API.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import pytest
+
+import kafkaio
+from kafkaio.errors import ShareSessionNotFoundError
+from kafkaio.share import (
+    AcknowledgeType,
+    AckOutcome,
+    AcquisitionLockTimeoutError,
+    ShareConsumer,
+    ShareSessionResetError,
+)
+from kafkaio.testing import BrokerInfo
+from kafkaio.testing._rdkafka_mock import RdKafkaMockCluster
+
+pytestmark = pytest.mark.integration
+
+SHARE_FETCH = 78
+EARLIEST = 1
+
+
+class ShareMock:
+    """An in-process mock cluster plus the share-group knobs the shared fixtures lack."""
+
+    def __init__(self) -> None:
+        self.cluster = RdKafkaMockCluster(3)
+        self.bootstrap = self.cluster.bootstrap
+        self._lib = self.cluster._lib
+        self._knob("rd_kafka_mock_sharegroup_set_auto_offset_reset", EARLIEST)
+        self._knob("rd_kafka_mock_sharegroup_set_heartbeat_interval", 200)
+
+    def _knob(self, name: str, value: int) -> None:
+        fn = self.cluster._function(name)
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int], None
+        fn(self.cluster._mc, value)
+
+    def set_record_lock_duration(self, ms: int) -> None:
+        self._knob("rd_kafka_mock_sharegroup_set_record_lock_duration", ms)
+
+    def member_ids(self, group: str) -> list[str]:
+        fn = self.cluster._function("rd_kafka_mock_sharegroup_get_member_ids")
+        fn.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p)),
+            ctypes.POINTER(ctypes.c_size_t),
+        ]
+        fn.restype = ctypes.c_int
+        ids = ctypes.POINTER(ctypes.c_char_p)()
+        count = ctypes.c_size_t()
+        fn(self.cluster._mc, group.encode(), ctypes.byref(ids), ctypes.byref(count))
+        return [ids[i].decode() for i in range(count.value)]  # (a few bytes leak: a test)
+
+    def assign_to_all(self, group: str, members: list[str], topic: str, partition: int) -> None:
+        """Give every member the same partition (KIP-932 allows it; the mock's own
+        assignor gives each partition to one member only)."""
+        lib = self._lib
+        lib.rd_kafka_topic_partition_list_new.restype = ctypes.c_void_p
+        lib.rd_kafka_topic_partition_list_new.argtypes = [ctypes.c_int]
+        lib.rd_kafka_topic_partition_list_add.restype = ctypes.c_void_p
+        lib.rd_kafka_topic_partition_list_add.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_int32,
+        ]
+        lists = []
+        for _ in members:
+            plist = lib.rd_kafka_topic_partition_list_new(1)
+            lib.rd_kafka_topic_partition_list_add(plist, topic.encode(), partition)
+            lists.append(plist)
+        fn = self.cluster._function("rd_kafka_mock_sharegroup_target_assignment")
+        fn.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_size_t,
+        ]
+        fn.restype = None
+        ids = (ctypes.c_char_p * len(members))(*(m.encode() for m in members))
+        plists = (ctypes.c_void_p * len(lists))(*lists)
+        fn(self.cluster._mc, group.encode(), ids, plists, len(members))
+
+    async def produce(self, topic: str, count: int, partitions: int = 1) -> None:
+        self.cluster.create_topic(topic, partitions)
+        async with kafkaio.Producer(self.bootstrap, linger_ms=5) as producer:
+            for i in range(count):
+                await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
+            await producer.flush()
+
+
+@pytest.fixture
+def share_mock() -> Iterator[ShareMock]:
+    mock = ShareMock()
+    try:
+        yield mock
+    finally:
+        mock.cluster.destroy()
+
+
+async def _wait_for_assignment(*consumers: ShareConsumer, size: int = 1) -> None:
+    while any(len(c.assignment()) < size for c in consumers):
+        await anyio.sleep(0.02)
+
+
+# -- on the test-plugin brokers (skips on Tansu, which has no share-group APIs) ---------------
+
+
+async def test_share_consumer_on_plugin_brokers(
+    kafka_broker: BrokerInfo, unique_topic: str
+) -> None:
+    kafka_broker.skip_unless("share_groups")
+    await kafka_broker.create_topic(unique_topic, 1)
+    with anyio.fail_after(30):
+        async with ShareConsumer(
+            unique_topic, bootstrap_servers=kafka_broker.bootstrap, group_id=unique_topic
+        ) as consumer:
+            await _wait_for_assignment(consumer)
+            # share.auto.offset.reset is "latest": the first fetch starts the share partition
+            # at the end, so records count only once a fetch round trip has completed
+            assert await consumer.poll(timeout_ms=1500) == []
+            async with kafkaio.Producer(kafka_broker.bootstrap) as producer:
+                for i in range(50):
+                    await producer.enqueue(unique_topic, b"%d" % i, partition=0)
+                await producer.flush()
+            values: list[bytes] = []
+            while len(values) < 50:
+                batch = await consumer.poll(timeout_ms=2000)
+                assert batch, f"no records after {len(values)}"
+                assert all(r.delivery_count == 1 for r in batch)
+                values += [r.value for r in batch]
+            assert values == [b"%d" % i for i in range(50)]
+
+
+# -- the private mock cluster ---------------------------------------------------------------
+
+
+async def test_three_consumers_split_one_partition(share_mock: ShareMock) -> None:
+    total = 10_000
+    await share_mock.produce("jobs", total)
+    outcomes: list[AckOutcome] = []
+    received: dict[str, list[Any]] = {}
+    with anyio.fail_after(60):
+        async with AsyncExitStack() as stack:
+            consumers = [
+                await stack.enter_async_context(
+                    ShareConsumer(
+                        "jobs",
+                        bootstrap_servers=share_mock.bootstrap,
+                        group_id="workers",
+                        max_poll_records=100,
+                        on_acknowledgement=outcomes.append,
+                    )
+                )
+                for _ in range(3)
+            ]
+            while any(c.member_epoch <= 0 for c in consumers):
+                await anyio.sleep(0.02)
+            members = share_mock.member_ids("workers")
+            assert sorted(members) == sorted(c.member_id for c in consumers)
+            share_mock.assign_to_all("workers", members, "jobs", 0)
+            await _wait_for_assignment(*consumers)
+            done = anyio.Event()
+
+            async def work(consumer: ShareConsumer) -> None:
+                got = received.setdefault(consumer.member_id, [])
+                while not done.is_set():
+                    got += await consumer.poll(timeout_ms=200)
+                    await anyio.sleep(0)  # let the others fetch while this one "works"
+                    if sum(len(r) for r in received.values()) >= total:
+                        done.set()
+
+            async with anyio.create_task_group() as tg:
+                for c in consumers:
+                    tg.start_soon(work, c)
+            # implicit mode: commit accepts the last poll. Commit all before closing any:
+            # the mock drops every member's share sessions on a broker when one client's
+            # connection to it closes, which would release the others' unsent acks.
+            for c in consumers:
+                assert set((await c.commit()).values()) <= {None}
+        # leaving the stack closed them: share sessions closed (epoch -1), group left
+    offsets = Counter(r.offset for got in received.values() for r in got)
+    assert len(offsets) == total and set(offsets.values()) == {1}, "a record came twice"
+    assert all(r.delivery_count == 1 for got in received.values() for r in got)
+    shares = sorted(len(got) for got in received.values())
+    assert len(shares) == 3 and shares[0] > 0, f"one consumer got nothing: {shares}"
+    acked = Counter(o for out in outcomes if out.error is None for o in out.offsets)
+    assert [out for out in outcomes if out.error is not None] == []
+    assert len(acked) == total and set(acked.values()) == {1}, "an ack was lost or repeated"
+    assert share_mock.member_ids("workers") == []
+
+
+async def test_release_redelivers_and_reject_does_not(share_mock: ShareMock) -> None:
+    await share_mock.produce("tasks", 20)
+    seen: list[tuple[int, int]] = []
+    with anyio.fail_after(30):
+        async with ShareConsumer(
+            "tasks",
+            bootstrap_servers=share_mock.bootstrap,
+            group_id="g",
+            acknowledgement_mode="explicit",
+        ) as consumer:
+            while True:
+                batch = await consumer.poll(timeout_ms=1500)
+                if not batch:
+                    break
+                for record in batch:
+                    seen.append((record.offset, record.delivery_count))
+                    if record.offset < 5 and record.delivery_count == 1:
+                        await record.release()
+                    elif record.offset < 10:
+                        await record.reject()
+                    else:
+                        await record.ack()
+            assert await consumer.commit() == {}
+    first = [o for o, d in seen if d == 1]
+    again = sorted(o for o, d in seen if d == 2)
+    assert sorted(first) == list(range(20))
+    assert again == [0, 1, 2, 3, 4]  # released: back with delivery count 2; rejected: never
+    assert max(d for _, d in seen) == 2
+
+
+async def test_explicit_mode_requires_every_record_acknowledged(share_mock: ShareMock) -> None:
+    await share_mock.produce("strict", 3)
+    with anyio.fail_after(20):
+        async with ShareConsumer(
+            "strict",
+            bootstrap_servers=share_mock.bootstrap,
+            group_id="g",
+            acknowledgement_mode="explicit",
+        ) as consumer:
+            batch = await consumer.poll(timeout_ms=3000)
+            assert len(batch) == 3
+            await consumer.acknowledge(batch[:2], AcknowledgeType.ACCEPT)
+            with pytest.raises(kafkaio.share.AcknowledgementError, match="not acknowledged"):
+                await consumer.poll(timeout_ms=10)
+            await batch[2].ack()
+            with pytest.raises(kafkaio.share.AcknowledgementError, match="already acknowledged"):
+                await batch[2].reject()
+            result = await consumer.commit()
+            assert result == {kafkaio.TopicPartition("strict", 0): None}
+
+
+async def test_ack_after_lock_expiry_fails_and_record_comes_back(share_mock: ShareMock) -> None:
+    share_mock.set_record_lock_duration(1000)
+    await share_mock.produce("slow", 3)
+    with anyio.fail_after(20):
+        async with ShareConsumer(
+            "slow",
+            bootstrap_servers=share_mock.bootstrap,
+            group_id="g",
+            acknowledgement_mode="explicit",
+        ) as consumer:
+            batch = await consumer.poll(timeout_ms=3000)
+            assert [r.delivery_count for r in batch] == [1, 1, 1]
+            assert consumer.acquisition_lock_timeout_ms == 1000
+            await anyio.sleep(1.2)
+            for record in batch:
+                with pytest.raises(AcquisitionLockTimeoutError, match="lock expired"):
+                    await record.ack()
+            again: list[Any] = []
+            while len(again) < 3:
+                batch = await consumer.poll(timeout_ms=3000)
+                await consumer.acknowledge(batch)
+                again += batch
+            assert sorted(r.offset for r in again) == [0, 1, 2]
+            assert all(r.delivery_count >= 2 for r in again)
+            assert await consumer.commit() == {kafkaio.TopicPartition("slow", 0): None}
+
+
+async def test_share_session_lost_resets_epoch_and_redelivers(share_mock: ShareMock) -> None:
+    await share_mock.produce("flaky", 10)
+    outcomes: list[AckOutcome] = []
+    seen: list[tuple[int, int]] = []
+    with anyio.fail_after(20):
+        async with ShareConsumer(
+            "flaky",
+            bootstrap_servers=share_mock.bootstrap,
+            group_id="g",
+            acknowledgement_mode="explicit",
+            on_acknowledgement=outcomes.append,
+        ) as consumer:
+            first = await consumer.poll(timeout_ms=3000)
+            assert len(first) == 10
+            seen += [(r.offset, r.delivery_count) for r in first]
+            await consumer.acknowledge(first)
+            # the ShareFetch carrying these acks fails: the session is gone on the broker
+            share_mock.cluster.push_request_errors(SHARE_FETCH, [ShareSessionNotFoundError.code])
+            accepted: Counter[int] = Counter()
+            while len(accepted) < 10:
+                batch = await consumer.poll(timeout_ms=3000)
+                seen += [(r.offset, r.delivery_count) for r in batch]
+                await consumer.acknowledge(batch)
+                await consumer.commit()
+                accepted = Counter(off for o in outcomes if o.error is None for off in o.offsets)
+            await consumer.commit()
+    failed = [o for o in outcomes if o.error is not None]
+    assert failed and all(isinstance(o.error, ShareSessionResetError) for o in failed)
+    lost = {off for o in failed for off in o.offsets}
+    assert lost == set(range(10))
+    redelivered = {o for o, d in seen if d == 2}
+    assert lost <= redelivered  # the new session (epoch 0 again) got them back
+    accepted = Counter(off for o in outcomes if o.error is None for off in o.offsets)
+    assert set(accepted) == set(range(10)) and set(accepted.values()) == {1}
+
+
+async def test_close_sends_acks_and_leaves(share_mock: ShareMock) -> None:
+    await share_mock.produce("handoff", 30)
+    with anyio.fail_after(20):
+        async with ShareConsumer(
+            "handoff", bootstrap_servers=share_mock.bootstrap, group_id="g", max_poll_records=10
+        ) as first:
+            taken = await first.poll(timeout_ms=3000)
+            assert share_mock.member_ids("g") == [first.member_id]
+        # implicit mode: close accepted what the last poll returned, then left the group
+        assert share_mock.member_ids("g") == []
+        async with ShareConsumer(
+            "handoff", bootstrap_servers=share_mock.bootstrap, group_id="g"
+        ) as second:
+            rest: list[Any] = []
+            while len(taken) + len(rest) < 30:
+                batch = await second.poll(timeout_ms=3000)
+                assert batch
+                rest += batch
+    assert {r.offset for r in taken}.isdisjoint(r.offset for r in rest)
+    assert sorted(r.offset for r in taken + rest) == list(range(30))
+
+
+async def test_async_for_accepts_only_the_records_it_handed_out(share_mock: ShareMock) -> None:
+    await share_mock.produce("stream", 20)
+    with anyio.fail_after(20):
+        seen: list[int] = []
+        async with ShareConsumer(
+            "stream", bootstrap_servers=share_mock.bootstrap, group_id="g", max_poll_records=10
+        ) as consumer:
+            async for record in consumer:
+                seen.append(record.offset)
+                if len(seen) == 13:  # one whole poll of 10, then 3 of the next poll
+                    break
+        # close accepted the 13 handed out; the 7 never seen went back with the session
+        async with ShareConsumer(
+            "stream", bootstrap_servers=share_mock.bootstrap, group_id="g"
+        ) as other:
+            rest: list[Any] = []
+            while len(rest) < 7:
+                batch = await other.poll(timeout_ms=3000)
+                assert batch
+                rest += batch
+    assert sorted(seen + [r.offset for r in rest]) == list(range(20))
+    assert all(r.delivery_count == 2 for r in rest)  # acquired once before, never acked
