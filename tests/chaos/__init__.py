@@ -1,0 +1,1 @@
+"""Chaos tests: brokers fail, leaders move and clients restart while records flow."""

@@ -1,0 +1,1 @@
+"""Deadlines, bounded close() and leak checks (tasks, sockets) of Producer, Consumer, Admin."""

@@ -1,0 +1,1 @@
+"""Hostile-input fuzzing: protocol and record decoders, fake brokers, atheris scripts."""
