@@ -15,6 +15,7 @@ from kafkaio.consumer.subscription import OffsetResetStrategy
 from kafkaio.errors import KafkaConfigError
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 @dataclass(slots=True)
@@ -52,9 +53,14 @@ class ConsumerConfig:
     heartbeat_interval_ms: int = 3000
     max_poll_interval_ms: int = 300_000
     rebalance_timeout_ms: int | None = None
-    # names ("range", "roundrobin", "sticky"), assignor objects or classes; () = range
+    # names ("range", "roundrobin", "sticky", "cooperative-sticky"), assignor objects or
+    # classes; () = range. Classic protocol only.
     partition_assignment_strategy: Sequence[Any] | str = ()
     group_instance_id: str | None = None
+    # "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848 ConsumerGroupHeartbeat)
+    group_protocol: str = "classic"
+    # KIP-848: the server-side assignor ("uniform", "range"); None lets the broker choose
+    group_remote_assignor: str | None = None
 
     def __post_init__(self) -> None:
         for name, minimum in (
@@ -94,6 +100,25 @@ class ConsumerConfig:
         ):
             raise KafkaConfigError(
                 f"group_instance_id must be a non-empty str or None, got {self.group_instance_id!r}"
+            )
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise KafkaConfigError(
+                f"group_protocol is {self.group_protocol!r}; use 'classic' (JoinGroup/SyncGroup) "
+                "or 'consumer' (KIP-848, needs a broker with ConsumerGroupHeartbeat)"
+            )
+        if self.group_protocol == "consumer" and self.partition_assignment_strategy:
+            raise KafkaConfigError(
+                "partition_assignment_strategy applies to group_protocol='classic' only; with "
+                "'consumer' the broker assigns: choose its assignor with group_remote_assignor"
+            )
+        if self.group_remote_assignor is not None and (
+            self.group_protocol != "consumer"
+            or not isinstance(self.group_remote_assignor, str)
+            or not self.group_remote_assignor
+        ):
+            raise KafkaConfigError(
+                f"group_remote_assignor ({self.group_remote_assignor!r}) needs "
+                "group_protocol='consumer' and a non-empty assignor name such as 'uniform'"
             )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise KafkaConfigError(
@@ -142,7 +167,7 @@ def _check_strategies(value: Sequence[Any] | str) -> tuple[Any, ...]:
         if not isinstance(name, str) or not name or not callable(getattr(item, "assign", None)):
             raise KafkaConfigError(
                 f"partition_assignment_strategy entry {item!r} is neither a known name "
-                "('range', 'roundrobin', 'sticky') nor a ConsumerPartitionAssignor (an object "
+                "('range', 'roundrobin', 'sticky', 'cooperative-sticky') nor a ConsumerPartitionAssignor (an object "
                 "or class with a `name` and an `assign` method)"
             )
     return tuple(items)

@@ -31,6 +31,7 @@ from kafkaio.consumer.events import (
 from kafkaio.consumer.fetch_buffer import FetchBuffer, FetchCollector
 from kafkaio.consumer.fetcher import FetchManager
 from kafkaio.consumer.group.commit import CommitManager
+from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
 from kafkaio.consumer.group.coordinator import CoordinatorManager
 from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.listener import RebalanceListener
@@ -41,6 +42,7 @@ from kafkaio.consumer.record import ConsumerRecord, OffsetAndTimestamp
 from kafkaio.consumer.record_queue import RecordQueue
 from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
 from kafkaio.consumer.topics import SubscribedTopicsManager
+from kafkaio.consumer.validation import PositionValidationManager
 from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
@@ -50,6 +52,8 @@ from kafkaio.runtime.requests import RequestManager
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 log = logging.getLogger("kafkaio.consumer")
+
+Membership = ClassicMembershipManager | ConsumerMembershipManager
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseException | None"], Any]
@@ -66,8 +70,9 @@ class Consumer:
     """An asyncio/trio Kafka consumer (anyio). Use ``async with Consumer(...) as consumer``.
 
     Group subscription: ``Consumer("t1", "t2", group_id="g")`` or ``subscribe(topics=...,
-    pattern=..., listener=...)``; the group (classic protocol, eager rebalancing) assigns
-    partitions, offsets are committed automatically (``enable_auto_commit``) or with
+    pattern=..., listener=...)``; the group assigns partitions (``group_protocol="classic"``:
+    JoinGroup/SyncGroup, eager or, with ``partition_assignment_strategy="cooperative-sticky"``,
+    cooperative rebalancing; ``group_protocol="consumer"``: KIP-848, assigned by the broker), offsets are committed automatically (``enable_auto_commit``) or with
     ``commit()``/``commit_async()``. Manual assignment: ``assign([TopicPartition("t", 0)])``
     (with a ``group_id``, positions start from the group's committed offsets). Then
     ``getmany()``, ``getone()`` or ``async for record in consumer``. Options use the
@@ -123,13 +128,20 @@ class Consumer:
         self._pending = RecordQueue()
         self._listener: RebalanceListener | None = None
         self._coordinator: CoordinatorManager | None = None
-        self._membership: ClassicMembershipManager | None = None
+        self._membership: Membership | None = None
         self._commits: CommitManager | None = None
         self._bridge: GroupEventBridge | None = None
         managers: list[RequestManager] = [self._processor]
         if group_id is not None:
             managers += self._group_managers(group_id, subs, config, conn_config.request_timeout_ms)
-        managers += [self._offsets, self._fetcher]
+        self._validation = PositionValidationManager(
+            subs,
+            self._metadata,
+            self._background.put_error,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+        )
+        managers += [self._offsets, self._validation, self._fetcher]
         self._managers = managers
         self._processor.register(ListOffsetsEvent, self._offsets.list_offsets)
         self._processor.register(AwaitPositionsEvent, self._offsets.await_positions)
@@ -162,22 +174,40 @@ class Consumer:
         order the network task polls them (before offsets and fetches)."""
         backoff = (config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._coordinator = coordinator = CoordinatorManager(group_id, *backoff)
-        self._membership = membership = ClassicMembershipManager(
-            group_id,
-            subs,
-            coordinator,
-            lambda: self._metadata.cluster,
-            assignors=config.assignors(),
-            group_instance_id=config.group_instance_id,
-            session_timeout_ms=config.session_timeout_ms,
-            rebalance_timeout_ms=config.rebalance_timeout_ms,
-            heartbeat_interval_ms=config.heartbeat_interval_ms,
-            max_poll_interval_ms=config.max_poll_interval_ms,
-            request_timeout_ms=request_timeout_ms,
-            retry_backoff_ms=backoff[0],
-            retry_backoff_max_ms=backoff[1],
-            rack_id=config.client_rack,
-        )
+        membership: Membership
+        if config.group_protocol == "consumer":  # KIP-848: the coordinator assigns
+            membership = ConsumerMembershipManager(
+                group_id,
+                subs,
+                coordinator,
+                lambda: self._metadata.cluster,
+                request_metadata=self._metadata.request_update,
+                group_instance_id=config.group_instance_id,
+                remote_assignor=config.group_remote_assignor,
+                rebalance_timeout_ms=config.rebalance_timeout_ms,
+                max_poll_interval_ms=config.max_poll_interval_ms,
+                retry_backoff_ms=backoff[0],
+                retry_backoff_max_ms=backoff[1],
+                rack_id=config.client_rack,
+            )
+        else:
+            membership = ClassicMembershipManager(
+                group_id,
+                subs,
+                coordinator,
+                lambda: self._metadata.cluster,
+                assignors=config.assignors(),
+                group_instance_id=config.group_instance_id,
+                session_timeout_ms=config.session_timeout_ms,
+                rebalance_timeout_ms=config.rebalance_timeout_ms,
+                heartbeat_interval_ms=config.heartbeat_interval_ms,
+                max_poll_interval_ms=config.max_poll_interval_ms,
+                request_timeout_ms=request_timeout_ms,
+                retry_backoff_ms=backoff[0],
+                retry_backoff_max_ms=backoff[1],
+                rack_id=config.client_rack,
+            )
+        self._membership = membership
         # the one lookup of committed offsets for new partitions (subscribe and assign)
         self._commits = commits = CommitManager(
             group_id,
@@ -190,6 +220,7 @@ class Consumer:
             retry_backoff_max_ms=backoff[1],
             require_stable=config.isolation == 1,
             initialize_positions=True,
+            validate_positions=True,
         )
         topics = SubscribedTopicsManager(
             subs,
@@ -549,7 +580,7 @@ class Consumer:
             membership.group_instance_id,
         )
 
-    def _require_group(self, what: str) -> ClassicMembershipManager:
+    def _require_group(self, what: str) -> Membership:
         if self._membership is None:
             raise KafkaConfigError(f"{what} needs a group_id: offsets are committed per group")
         return self._membership

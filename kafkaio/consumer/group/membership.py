@@ -1,4 +1,5 @@
-"""ClassicMembershipManager: a member of a classic (JoinGroup/SyncGroup) group, eager protocol.
+"""ClassicMembershipManager: a member of a classic (JoinGroup/SyncGroup) group, eager or
+cooperative (KIP-429) rebalancing.
 
 Sans-I/O state machine: `poll(now)` yields JoinGroup/SyncGroup/Heartbeat/LeaveGroup requests;
 application-side steps (revoke, assign, lose partitions) come out of `drain_events`.
@@ -14,7 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafkaio.backoff import ExponentialBackoff
-from kafkaio.consumer.group.assignors import ConsumerPartitionAssignor, RangeAssignor
+from kafkaio.consumer.group.assignors import (
+    ConsumerPartitionAssignor,
+    RangeAssignor,
+    RebalanceProtocol,
+    common_protocol,
+)
 from kafkaio.consumer.group.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -93,6 +99,9 @@ class MemberState(enum.Enum):
     REVOKING = "revoking"  # waiting for the app to revoke/lose partitions before joining
     JOINING = "joining"  # JoinGroup to send, or in flight
     AWAITING_SYNC = "awaiting_sync"  # joined a generation: SyncGroup to send, or in flight
+    # cooperative: SyncGroup took partitions away; waiting for the app to revoke them before
+    # the rest of the new assignment is taken (then the member rejoins)
+    REVOKING_ASSIGNED = "revoking_assigned"
     ASSIGNING = "assigning"  # waiting for the app to take the new assignment
     STABLE = "stable"
     PREPARING_LEAVE = "preparing_leave"  # leave(): waiting for the app to revoke partitions
@@ -108,8 +117,18 @@ _TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
         {S.REVOKING, S.AWAITING_SYNC, S.UNJOINED, S.PREPARING_LEAVE, S.LEAVING, S.FATAL}
     ),
     S.AWAITING_SYNC: frozenset(
-        {S.REVOKING, S.ASSIGNING, S.JOINING, S.UNJOINED, S.PREPARING_LEAVE, S.LEAVING, S.FATAL}
+        {
+            S.REVOKING,
+            S.REVOKING_ASSIGNED,
+            S.ASSIGNING,
+            S.JOINING,
+            S.UNJOINED,
+            S.PREPARING_LEAVE,
+            S.LEAVING,
+            S.FATAL,
+        }
     ),
+    S.REVOKING_ASSIGNED: frozenset({S.ASSIGNING, S.REVOKING, S.PREPARING_LEAVE, S.FATAL}),
     S.ASSIGNING: frozenset(
         {S.STABLE, S.REVOKING, S.JOINING, S.UNJOINED, S.PREPARING_LEAVE, S.LEAVING, S.FATAL}
     ),
@@ -118,9 +137,11 @@ _TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
     S.LEAVING: frozenset({S.UNJOINED, S.FATAL}),
     S.FATAL: frozenset(),
 }
-_IN_GROUP = frozenset({S.JOINING, S.AWAITING_SYNC, S.ASSIGNING, S.STABLE, S.REVOKING})
+_IN_GROUP = frozenset(
+    {S.JOINING, S.AWAITING_SYNC, S.REVOKING_ASSIGNED, S.ASSIGNING, S.STABLE, S.REVOKING}
+)
 _HEARTBEAT_STATES = frozenset(
-    {S.AWAITING_SYNC, S.ASSIGNING, S.STABLE, S.REVOKING, S.PREPARING_LEAVE}
+    {S.AWAITING_SYNC, S.REVOKING_ASSIGNED, S.ASSIGNING, S.STABLE, S.REVOKING, S.PREPARING_LEAVE}
 )
 
 
@@ -133,7 +154,14 @@ def _reason(text: str) -> str:
 
 
 class ClassicMembershipManager:
-    """Joins, syncs, heartbeats and leaves a classic consumer group (eager rebalancing).
+    """Joins, syncs, heartbeats and leaves a classic consumer group.
+
+    The rebalance protocol follows the assignors (`common_protocol`): EAGER revokes every
+    partition before each JoinGroup; COOPERATIVE (all assignors support it, e.g.
+    "cooperative-sticky") keeps owned partitions through the rebalance, sends them in the
+    subscription, revokes only what the new assignment dropped (RevokePartitions, state
+    REVOKING_ASSIGNED), hands out only what it added (AssignPartitions), and rejoins after a
+    revocation so the released partitions reach their new owner (KIP-429's second round).
 
     How the reactor drives it:
 
@@ -198,6 +226,7 @@ class ClassicMembershipManager:
         self._cluster = cluster
         self._assignors = chosen
         self._assignor_by_name = {a.name: a for a in chosen}
+        self.protocol = common_protocol(chosen)
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = (
             max_poll_interval_ms if rebalance_timeout_ms is None else rebalance_timeout_ms
@@ -235,6 +264,8 @@ class ClassicMembershipManager:
         self._leader_metadata_version = -1
         self._group_topics: frozenset[str] = frozenset()
         self._seen_coordinator_epoch = -1
+        self._revoking: frozenset[TopicPartition] = frozenset()  # out for the app to revoke
+        self._pending_assignment: frozenset[TopicPartition] = frozenset()
 
     # -- state ---------------------------------------------------------------------------
 
@@ -265,7 +296,8 @@ class ClassicMembershipManager:
         """
         if self._state in (S.STABLE, S.ASSIGNING):
             return self.generation
-        if self._state in (S.REVOKING, S.PREPARING_LEAVE) and self.generation.is_valid:
+        revoking = (S.REVOKING, S.REVOKING_ASSIGNED, S.PREPARING_LEAVE)
+        if self._state in revoking and self.generation.is_valid:
             return self.generation
         return None
 
@@ -310,12 +342,22 @@ class ClassicMembershipManager:
 
     def on_revocation_done(self, now: float) -> None:
         """The application finished `RevokePartitions`/`PartitionsLost`."""
-        if self._state not in (S.REVOKING, S.PREPARING_LEAVE):
+        state = self._state
+        if state not in (S.REVOKING, S.REVOKING_ASSIGNED, S.PREPARING_LEAVE):
             return  # a late acknowledgement after the state moved on
-        if self._subscriptions.has_auto_assignment():
-            self._subscriptions.assign_from_subscribed(())
-        if self._state is S.REVOKING:
+        revoked, self._revoking = self._revoking, frozenset()
+        subs = self._subscriptions
+        if not subs.has_auto_assignment():
+            kept: frozenset[TopicPartition] = frozenset()
+        else:
+            kept = frozenset(subs.assigned_partitions()) - revoked
+            subs.assign_from_subscribed(kept)
+        if state is S.REVOKING:
             self._transition(S.JOINING, "partitions revoked")
+        elif state is S.REVOKING_ASSIGNED:
+            self._take_assignment(now, self._pending_assignment, kept, revoked=True)
+        elif kept:  # leaving while a partial (cooperative) revocation was out
+            self._emit_revocation(kept, lost=not self.generation.is_valid)
         else:
             self._transition(S.LEAVING, "partitions revoked before leaving")
 
@@ -331,8 +373,9 @@ class ClassicMembershipManager:
         if state in (S.PREPARING_LEAVE, S.LEAVING, S.FATAL):
             return
         held = frozenset(self._subscriptions.assigned_partitions())
-        if state is S.REVOKING:
-            self._transition(S.PREPARING_LEAVE, reason)  # the revocation is already out
+        if state in (S.REVOKING, S.REVOKING_ASSIGNED):
+            # a revocation is already out; its acknowledgement revokes the rest, if any
+            self._transition(S.PREPARING_LEAVE, reason)
             return
         if state is S.UNJOINED and not held:
             return
@@ -437,19 +480,26 @@ class ClassicMembershipManager:
     # -- rejoin, fencing, leaving ----------------------------------------------------------
 
     def _emit_revocation(self, held: frozenset[TopicPartition], lost: bool) -> None:
+        self._revoking = held
         self._subscriptions.mark_pending_revocation(held)
         self._events.append(PartitionsLost(held) if lost else RevokePartitions(held))
 
     def _start_rejoin(self, now: float, reason: str) -> None:
-        """Leave the current assignment behind (via the app) and join again."""
+        """Give up what must go (via the app) and join again: everything when eager or when
+        the generation is gone (lost), else (cooperative) only partitions of topics no
+        longer subscribed."""
         held = frozenset(self._subscriptions.assigned_partitions())
         self._rejoin_reason = reason
         self._rejoin_needed = False
         self._round += 1
         self._join_in_flight = self._sync_in_flight = False
         self._pending_sync = None
+        lost = not self.generation.is_valid
+        if self.protocol is RebalanceProtocol.COOPERATIVE and not lost:
+            subscribed = self._subscriptions.subscription()
+            held = frozenset(tp for tp in held if tp.topic not in subscribed)
         if held:
-            self._emit_revocation(held, lost=not self.generation.is_valid)
+            self._emit_revocation(held, lost=lost)
             self._transition(S.REVOKING, reason)
         else:
             self._transition(S.JOINING, reason)
@@ -516,7 +566,10 @@ class ClassicMembershipManager:
         self._round += 1
         self._join_in_flight = self._sync_in_flight = False
         self._pending_sync = None
-        if self._state is not S.REVOKING:  # an outstanding revocation still gets its ack
+        if self._state is S.REVOKING_ASSIGNED:  # the new assignment is void; the ack rejoins
+            self._pending_assignment = frozenset()
+            self._transition(S.REVOKING, "max_poll_interval_ms expired")
+        elif self._state is not S.REVOKING:  # an outstanding revocation still gets its ack
             self._transition(S.UNJOINED, "max_poll_interval_ms expired")
 
     def _finish_leave(self, reason: str) -> None:
@@ -770,7 +823,6 @@ class ClassicMembershipManager:
             return
         assignor = self._assignor_by_name[self.generation.protocol or ""]
         assignor.on_assignment(assignment, self.generation.generation_id)
-        self._subscriptions.assign_from_subscribed(partitions)
         self._rejoin_needed = False
         self._rejoin_reason = ""
         self._pending_sync = None
@@ -780,7 +832,32 @@ class ClassicMembershipManager:
             self.generation.generation_id,
             len(partitions),
         )
-        self._events.append(AssignPartitions(partitions))
+        owned = frozenset(self._subscriptions.assigned_partitions())
+        revoked = owned - partitions
+        if self.protocol is RebalanceProtocol.COOPERATIVE and revoked:
+            # revoke first (commit, listener), then take the rest, then rejoin (KIP-429)
+            self._pending_assignment = partitions
+            self._emit_revocation(revoked, lost=False)
+            self._transition(S.REVOKING_ASSIGNED, "SyncGroup took partitions away")
+            return
+        self._take_assignment(now, partitions, owned, revoked=False)
+
+    def _take_assignment(
+        self,
+        now: float,
+        partitions: frozenset[TopicPartition],
+        owned: frozenset[TopicPartition],
+        *,
+        revoked: bool,
+    ) -> None:
+        """Install the assignment; AssignPartitions carries everything (eager) or only the
+        added partitions (cooperative, as Java's onPartitionsAssigned)."""
+        self._pending_assignment = frozenset()
+        self._subscriptions.assign_from_subscribed(partitions)
+        cooperative = self.protocol is RebalanceProtocol.COOPERATIVE
+        self._events.append(AssignPartitions(partitions - owned if cooperative else partitions))
+        if cooperative and revoked:
+            self.request_rejoin("partitions were revoked; rejoining so they can be reassigned")
         self._transition(S.ASSIGNING, "SyncGroup succeeded")
 
     # -- Heartbeat -----------------------------------------------------------------------
@@ -822,7 +899,7 @@ class ClassicMembershipManager:
             self._coordinator.mark_unknown(now, f"heartbeat: {cls.name}")
         elif cls is RebalanceInProgressError:
             self._hb.received(now)
-            if self._state in (S.STABLE, S.ASSIGNING):
+            if self._state in (S.STABLE, S.ASSIGNING, S.REVOKING_ASSIGNED):
                 self.request_rejoin("the group is rebalancing")
         elif cls in _FENCING_ERRORS:
             self._hb.failed(now)

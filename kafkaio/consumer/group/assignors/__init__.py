@@ -11,7 +11,11 @@ from kafkaio.consumer.group.assignors.base import (
     AbstractAssignor,
     Assignments,
     ConsumerPartitionAssignor,
+    RebalanceProtocol,
+    common_protocol,
+    supported_protocols,
 )
+from kafkaio.consumer.group.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafkaio.consumer.group.assignors.range import RangeAssignor
 from kafkaio.consumer.group.assignors.roundrobin import RoundRobinAssignor
 from kafkaio.consumer.group.assignors.sticky import StickyAssignor
@@ -21,6 +25,7 @@ BUILTIN_ASSIGNORS: dict[str, Callable[[], ConsumerPartitionAssignor]] = {
     RangeAssignor.name: RangeAssignor,
     RoundRobinAssignor.name: RoundRobinAssignor,
     StickyAssignor.name: StickyAssignor,
+    CooperativeStickyAssignor.name: CooperativeStickyAssignor,
 }
 
 
@@ -41,8 +46,12 @@ __all__ = [
     "AbstractAssignor",
     "Assignments",
     "ConsumerPartitionAssignor",
+    "CooperativeStickyAssignor",
+    "RebalanceProtocol",
     "RangeAssignor",
     "RoundRobinAssignor",
     "StickyAssignor",
     "assignor_for_name",
+    "common_protocol",
+    "supported_protocols",
 ]

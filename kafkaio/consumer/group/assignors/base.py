@@ -5,6 +5,7 @@ An assignor is pure: the leader hands it partition counts and member subscriptio
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
@@ -12,6 +13,36 @@ from kafkaio.consumer.group.consumer_protocol import Assignment, Subscription
 from kafkaio.metadata.cluster import TopicPartition
 
 Assignments = dict[str, list[TopicPartition]]
+
+
+class RebalanceProtocol(enum.Enum):
+    """How members give up partitions in a classic group (KIP-429).
+
+    EAGER: every member revokes everything before each rebalance. COOPERATIVE: members keep
+    the partitions they still own; only partitions that move are revoked, and moving ones
+    reach their new owner in a second rebalance.
+    """
+
+    EAGER = "eager"
+    COOPERATIVE = "cooperative"
+
+
+def supported_protocols(assignor: object) -> tuple[RebalanceProtocol, ...]:
+    """The protocols an assignor supports (``supported_protocols`` attribute; EAGER if absent,
+    as for third-party assignors written before KIP-429)."""
+    protocols = getattr(assignor, "supported_protocols", None)
+    if not protocols:
+        return (RebalanceProtocol.EAGER,)
+    return tuple(protocols)
+
+
+def common_protocol(assignors: Iterable[object]) -> RebalanceProtocol:
+    """COOPERATIVE only when every configured assignor supports it (Java's rule: the protocol
+    must work with whichever assignor the group picks)."""
+    every = [set(supported_protocols(a)) for a in assignors]
+    if every and all(RebalanceProtocol.COOPERATIVE in s for s in every):
+        return RebalanceProtocol.COOPERATIVE
+    return RebalanceProtocol.EAGER
 
 
 @runtime_checkable
@@ -42,6 +73,7 @@ class AbstractAssignor:
     """Base of the built-in assignors: no user data and nothing to remember by default."""
 
     name: str = ""
+    supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
 
     def subscription_user_data(self, topics: frozenset[str]) -> bytes | None:
         return None

@@ -6,7 +6,7 @@ Eager members revoke everything before joining, so the previous assignment trave
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkaio.consumer.group.assignors.base import (
@@ -114,6 +114,9 @@ class StickyAssignor(AbstractAssignor):
 
     # -- leader side ---------------------------------------------------------------------
 
+    def _member_data(self, sub: Subscription) -> MemberData:
+        return member_data(sub)
+
     def assign(
         self,
         partitions_per_topic: Mapping[str, int],
@@ -125,7 +128,9 @@ class StickyAssignor(AbstractAssignor):
         topics_of = {m: frozenset(subscriptions[m].topics) for m in members}
         all_topics = frozenset().union(*topics_of.values())
         partitions = all_subscribed_partitions(partitions_per_topic, all_topics)
-        owned = _resolve_ownership(subscriptions, topics_of, partitions_per_topic)
+        owned = _resolve_ownership(
+            subscriptions, topics_of, partitions_per_topic, self._member_data
+        )
         if len(set(topics_of.values())) == 1:
             return _assign_identical(members, partitions, owned)
         eligible = {t: [m for m in members if t in topics_of[m]] for t in all_topics}
@@ -136,11 +141,12 @@ def _resolve_ownership(
     subscriptions: Mapping[str, Subscription],
     topics_of: Mapping[str, frozenset[str]],
     partitions_per_topic: Mapping[str, int],
+    read: Callable[[Subscription], MemberData] = member_data,
 ) -> dict[str, list[TopicPartition]]:
     """Each member's still-valid previous partitions; conflicts go to the newest generation."""
     claims: dict[TopicPartition, list[tuple[int, str]]] = {}
     for member in sorted(subscriptions):
-        data = member_data(subscriptions[member])
+        data = read(subscriptions[member])
         generation = NO_GENERATION if data.generation is None else data.generation
         for tp in set(data.partitions):
             if tp.topic not in topics_of[member]:

@@ -47,6 +47,7 @@ class Group:
         self.member = ClassicMembershipManager(
             "g", self.subs, self.coordinator, lambda: self.cluster, **options
         )
+        self.protocol_name = self.member._assignors[0].name
         self.commits = CommitManager(
             "g",
             self.subs,
@@ -73,6 +74,10 @@ class Group:
             out.extend(manager.poll(self.now).requests)
         return out
 
+    def poll_after(self, ms: float) -> list[UnsentRequest]:
+        self.advance(ms)
+        return self.poll()
+
     def discover(self, node_id: int = 1) -> None:
         discover(self.coordinator, self.now, node_id)
 
@@ -91,7 +96,7 @@ class Group:
             error_code=error,
             generation_id=generation,
             protocol_type="consumer",
-            protocol_name="range",
+            protocol_name=self.protocol_name,
             leader=leader,
             member_id=member_id,
             members=[Member(mid, None, encode_subscription(s)) for mid, s in members or []],
@@ -104,7 +109,7 @@ class Group:
         resp = m.SyncGroupResponse(
             error_code=error,
             protocol_type="consumer",
-            protocol_name="range",
+            protocol_name=self.protocol_name,
             assignment=encode_assignment(Assignment(tuple(partitions))) if not error else b"",
         )
         answer(req, self.now, resp, 5)

@@ -190,5 +190,6 @@ def test_assignor_for_name() -> None:
 
     from kafkaio.errors import KafkaConfigError
 
+    assert assignor_for_name("cooperative-sticky").name == "cooperative-sticky"
     with pytest.raises(KafkaConfigError, match="roundrobin"):
-        assignor_for_name("cooperative-sticky")
+        assignor_for_name("uniform")
