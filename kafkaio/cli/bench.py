@@ -1,22 +1,27 @@
-"""``kafkaio bench``: a quick produce-then-consume throughput run against a cluster,
-on a temporary topic (deleted afterwards) unless --topic names one."""
+"""``kafkaio bench``: a quick produce-then-consume throughput run with the Producer and the
+Consumer, on a temporary topic (deleted afterwards) unless --topic names one."""
 
 from __future__ import annotations
 
 import argparse
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-import anyio
-
-from kafkaio.admin import NewTopic, OffsetSpec
-from kafkaio.cli.app import Context, UsageError
+from kafkaio.admin import NewTopic
+from kafkaio.cli import clients
+from kafkaio.cli.app import EXIT_INTERRUPTED, Context, UsageError
+from kafkaio.cli.interrupt import interruptible
 from kafkaio.cli.output import emit_json
-from kafkaio.cli.wire import OutRecord, Wire, build_batches
+from kafkaio.consumer import Consumer
+from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer import DeliveryFuture, Producer
 from kafkaio.progress import Progress
 from kafkaio.records import Compression
+
+_POLL_MS = 500
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -42,31 +47,28 @@ async def run(ctx: Context) -> int:
     compression = Compression.parse(args.compression)
     topic = args.topic or f"kafkaio-bench-{uuid.uuid4().hex[:8]}"
     show = ctx.out.isatty() and not ctx.json
+    value = (b"kafkaio bench " * (args.size // 14 + 1))[: args.size]
     async with ctx.admin() as admin:
         if not args.topic:
             created = (await admin.create_topics([NewTopic(topic, args.partitions, 1)]))[topic]
             if created.error is not None:
                 raise created.error
-        wire = Wire(admin, ctx.bootstrap, ctx.connection_config())
         try:
-            info = await wire.topic(topic, refresh=True)
-            partitions = [p.partition for p in info.partitions]
-            tps = [TopicPartition(topic, p) for p in partitions]
-            starts = await admin.list_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
-            share = {
-                p: args.records // len(partitions)
-                + (1 if i < args.records % len(partitions) else 0)
-                for i, p in enumerate(partitions)
-            }
-            value = (b"kafkaio bench " * (args.size // 14 + 1))[: args.size]
-            produced = await _produce(ctx, wire, topic, share, value, compression, show)
-            consumed = await _consume(
-                ctx, wire, topic, {tp.partition: starts[tp].offset or 0 for tp in tps}, share, show
-            )
+            await clients.topic_partitions(admin, topic)
+            async with interruptible() as interrupt:
+                producer = clients.producer(ctx, compression_type=args.compression, linger_ms=20)
+                async with producer:
+                    produced, starts = await _produce(
+                        producer, topic, args.records, value, show, ctx
+                    )
+                async with clients.consumer(ctx) as consumer:
+                    consumed = await _consume(consumer, starts, args.records, show, ctx)
         finally:
-            await wire.close()
             if not args.topic:
                 await admin.delete_topics([topic])
+    if interrupt.interrupted:
+        ctx.note("interrupted")
+        return EXIT_INTERRUPTED
     total_bytes = args.records * args.size
     result = {
         "topic": topic,
@@ -84,70 +86,69 @@ async def run(ctx: Context) -> int:
         emit_json(ctx.out, result)
     else:
         ctx.out.write(
-            f"produce: {result['produce_records_per_s']:,} records/s "
+            f"produce: {result['produce_records_per_s']:,} msg/s "
             f"({result['produce_mb_per_s']} MB/s)\n"
-            f"consume: {result['consume_records_per_s']:,} records/s "
+            f"consume: {result['consume_records_per_s']:,} msg/s "
             f"({result['consume_mb_per_s']} MB/s)\n"
         )
     return 0
 
 
 async def _produce(
-    ctx: Context,
-    wire: Wire,
-    topic: str,
-    share: dict[int, int],
-    value: bytes,
-    compression: Compression,
-    show: bool,
-) -> float:
-    progress = Progress("produce", sum(share.values()), stream=ctx.out) if show else None
+    producer: Producer, topic: str, count: int, value: bytes, show: bool, ctx: Context
+) -> tuple[float, dict[TopicPartition, int]]:
+    """Send `count` records (sticky partitioner) and wait for every ack: the seconds taken
+    and the first offset written to each partition (where consuming starts)."""
+    progress = Progress("produce", count, stream=ctx.out) if show else None
+    futures: list[DeliveryFuture] = []
     start = time.perf_counter()
-
-    async def one(p: int, count: int) -> None:
-        chunk = 5_000
-        for first in range(0, count, chunk):
-            n = min(chunk, count - first)
-            batches = build_batches([OutRecord(None, value)] * n, compression)
-            await wire.produce(topic, p, batches, timeout=ctx.timeout_ms / 1000)
-            if progress is not None:
-                progress.update(n, n * len(value))
-
-    async with anyio.create_task_group() as tg:
-        for p, count in share.items():
-            tg.start_soon(one, p, count)
-    elapsed = time.perf_counter() - start
+    for _ in range(count):
+        future = await producer.enqueue(topic, value)
+        if progress is not None:
+            future.add_done_callback(_on_delivery(progress, len(value)))
+        futures.append(future)
+    await producer.flush()
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    starts: dict[TopicPartition, int] = {}
+    for future in futures:
+        error = future.exception()
+        if error is not None:
+            failed = sum(1 for f in futures if f.exception() is not None)
+            raise KafkaError(f"{failed} of {count} records were not delivered; first: {error}")
+        meta = future.result()
+        tp = TopicPartition(meta.topic, meta.partition)
+        if meta.offset >= 0 and (tp not in starts or meta.offset < starts[tp]):
+            starts[tp] = meta.offset
     if progress is not None:
         progress.finish()
-    return max(elapsed, 1e-9)
+    return elapsed, starts
+
+
+def _on_delivery(progress: Progress, size: int) -> Callable[[DeliveryFuture], None]:
+    def done(_future: DeliveryFuture) -> None:
+        progress.update(1, size)
+
+    return done
 
 
 async def _consume(
-    ctx: Context,
-    wire: Wire,
-    topic: str,
-    starts: dict[int, int],
-    share: dict[int, int],
-    show: bool,
+    consumer: Consumer, starts: dict[TopicPartition, int], count: int, show: bool, ctx: Context
 ) -> float:
-    progress = Progress("consume", sum(share.values()), stream=ctx.out) if show else None
+    """Read `count` records from the first offsets written (counting records: Tansu's end
+    offsets can be a few records low); the seconds taken."""
+    progress = Progress("consume", count, stream=ctx.out) if show else None
+    consumer.assign(starts)
+    for tp, offset in starts.items():
+        consumer.seek(tp, offset)
     start = time.perf_counter()
-
-    async def one(p: int) -> None:
-        offset, remaining = starts[p], share[p]
-        while remaining > 0:  # counts records: end offsets can be inexact (Tansu)
-            records, _hw = await wire.fetch(topic, p, offset, timeout=ctx.timeout_ms / 1000)
-            if records:
-                records = records[:remaining]
-                offset = records[-1].offset + 1
-                remaining -= len(records)
-                if progress is not None:
-                    progress.update(len(records), sum(len(r.value or b"") for r in records))
-
-    async with anyio.create_task_group() as tg:
-        for p in share:
-            tg.start_soon(one, p)
-    elapsed = time.perf_counter() - start
+    remaining = count
+    while remaining > 0:
+        batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=remaining)
+        for records in batch.values():
+            remaining -= len(records)
+            if progress is not None:
+                progress.update(len(records), sum(len(r.value or b"") for r in records))
+    elapsed = max(time.perf_counter() - start, 1e-9)
     if progress is not None:
         progress.finish()
-    return max(elapsed, 1e-9)
+    return elapsed

@@ -1,25 +1,26 @@
-"""``kafkaio consume TOPIC``: read partitions from the beginning, an offset, a timestamp,
-a group's committed offsets or the end; print records raw, as JSON or by a template."""
+"""``kafkaio consume TOPIC``: print records through a Consumer, either from assigned
+partitions and a chosen start, or as a member of a group that commits what it printed."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
-import anyio
-from anyio.streams.memory import MemoryObjectSendStream
-
-from kafkaio.admin import Admin, OffsetSpec
-from kafkaio.cli.app import Context, UsageError
-from kafkaio.cli.output import text
-from kafkaio.cli.wire import Wire
+from kafkaio.admin import Admin
+from kafkaio.cli import clients
+from kafkaio.cli.app import EXIT_INTERRUPTED, EXIT_KAFKA_ERROR, Context, UsageError
+from kafkaio.cli.interrupt import interruptible
+from kafkaio.cli.output import DEFAULT_TEMPLATE, RecordFormatter, record_formatter
+from kafkaio.consumer import Consumer, RebalanceListener
+from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
-from kafkaio.records import Record
 
-DEFAULT_TEMPLATE = "{topic}/{partition}@{offset} {key} {value}"
-Formatter = Callable[[str, int, Record], str]
+# How long one poll waits for records before `-e` checks whether every partition is read.
+POLL_MS = 200
+DEFAULT_SESSION_TIMEOUT_MS = 10_000
+# Exit commits ask each unprinted partition's position for at most this long.
+_POSITION_TIMEOUT_MS = 5_000
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -28,8 +29,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="print records of a topic",
         description="Print records of a topic's partitions, from the end unless told "
-        "otherwise. With --group, start from the group's committed offsets and commit the "
-        "positions reached on exit (the group must have no active members).",
+        "otherwise. With --group the tool is a member of the group: it gets partitions "
+        "from the group (or the -p partitions), starts from the group's committed offsets "
+        "(partitions without one start as the other options say), and commits what it "
+        "printed when it exits (also on Ctrl-C).",
     )
     p.add_argument("topic")
     start = p.add_mutually_exclusive_group()
@@ -38,12 +41,22 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "-o", "--offset", type=int, help="start at offset N (negative: N records before the end)"
     )
     start.add_argument("--timestamp", type=int, metavar="MS", help="start at this time (ms)")
-    p.add_argument("-g", "--group", help="start from (and commit to) this group's offsets")
+    p.add_argument("-g", "--group", help="consume as a member of this group, committing on exit")
+    p.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=DEFAULT_SESSION_TIMEOUT_MS,
+        metavar="MS",
+        help="group session timeout: a member that stops heartbeating is removed after it "
+        f"(default {DEFAULT_SESSION_TIMEOUT_MS})",
+    )
     p.add_argument(
         "-p", "--partition", type=int, action="append", help="only this partition (repeatable)"
     )
     p.add_argument("-c", "--count", type=int, help="stop after N records")
-    p.add_argument("-e", "--exit", action="store_true", help="stop at the end of every partition")
+    p.add_argument(
+        "-e", "--exit", action="store_true", help="stop once every partition is read to its end"
+    )
     p.add_argument(
         "--format", choices=("raw", "json", "template"), default="raw", help="output format"
     )
@@ -56,166 +69,192 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
-def formatter(fmt: str, template: str | None, key_separator: str | None) -> Formatter:
-    """A function rendering one record as one output line (without newline)."""
-    if template is not None or fmt == "template":
-        pattern = template or DEFAULT_TEMPLATE
-        try:
-            pattern.format_map(_Fields("t", 0, Record(0, 0, None, None, None)))
-        except (KeyError, IndexError, ValueError) as exc:
-            raise UsageError(f"bad --template {pattern!r}: {exc!r}") from None
-        return lambda topic, partition, r: pattern.format_map(_Fields(topic, partition, r))
-    if fmt == "json":
+class Session:
+    """One run of ``consume``: prints records, remembers the next offset after the last
+    printed record of each partition, and commits those for a group."""
 
-        def as_json(topic: str, partition: int, r: Record) -> str:
-            return json.dumps(
-                {
-                    "topic": topic,
-                    "partition": partition,
-                    "offset": r.offset,
-                    "timestamp": r.timestamp,
-                    "key": text(r.key),
-                    "value": text(r.value),
-                    "headers": {k: text(v) for k, v in r.headers},
-                },
-                ensure_ascii=False,
-            )
+    def __init__(self, ctx: Context, consumer: Consumer, render: RecordFormatter) -> None:
+        self.ctx = ctx
+        self.args = ctx.args
+        self.consumer = consumer
+        self.render = render
+        self.printed: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+        self.count = 0
 
-        return as_json
-    if key_separator is not None:
-        return lambda _t, _p, r: f"{text(r.key) or ''}{key_separator}{text(r.value) or ''}"
-    return lambda _t, _p, r: text(r.value) or ""
-
-
-class _Fields(dict[str, Any]):
-    def __init__(self, topic: str, partition: int, r: Record) -> None:
-        super().__init__(
-            topic=topic,
-            partition=partition,
-            offset=r.offset,
-            timestamp=r.timestamp,
-            key=text(r.key) or "",
-            value=text(r.value) or "",
-            headers=",".join(f"{k}={text(v)}" for k, v in r.headers),
-        )
-
-
-async def start_offsets(
-    admin: Admin, args: argparse.Namespace, tps: list[TopicPartition]
-) -> dict[TopicPartition, int]:
-    """Where each partition starts, from the options (the group's commits first)."""
-    starts: dict[TopicPartition, int] = {}
-    if args.group:
-        committed = await admin.list_group_offsets(args.group, tps)
-        starts = {tp: c.offset for tp, c in committed.items() if c.offset is not None}
-    rest = [tp for tp in tps if tp not in starts]
-    if not rest:
-        return starts
-    spec: OffsetSpec | int = OffsetSpec.LATEST
-    if args.from_beginning:
-        spec = OffsetSpec.EARLIEST
-    elif args.timestamp is not None:
-        spec = args.timestamp
-    elif args.offset is not None and args.offset >= 0:
-        return {**starts, **dict.fromkeys(rest, args.offset)}
-    listed = await admin.list_offsets(dict.fromkeys(rest, spec))
-    relative = args.offset if args.offset is not None and args.offset < 0 else 0
-    earliest: dict[TopicPartition, int] = {}
-    if relative:
-        early = await admin.list_offsets(dict.fromkeys(rest, OffsetSpec.EARLIEST))
-        earliest = {tp: e.offset or 0 for tp, e in early.items()}
-    for tp in rest:
-        found = listed[tp]
-        if found.error is not None:
-            raise found.error
-        if found.offset is None:  # a timestamp after the last record: start at the end
-            end = (await admin.list_offsets({tp: OffsetSpec.LATEST}))[tp]
-            starts[tp] = end.offset or 0
+    async def choose_start(self, tps: Iterable[TopicPartition]) -> None:
+        """Seek to the start asked by -o/--timestamp; with a group, only partitions the
+        group has no committed offset for. (--from-beginning and the default, the end, are
+        the consumer's auto_offset_reset.)"""
+        args, consumer = self.args, self.consumer
+        if args.offset is None and args.timestamp is None:
+            return
+        rest = sorted(tps)
+        if args.group:
+            rest = [tp for tp in rest if await consumer.committed(tp) is None]
+        if not rest:
+            return
+        if args.timestamp is not None:
+            found = await consumer.offsets_for_times(dict.fromkeys(rest, args.timestamp))
+            after_last = [tp for tp, at in found.items() if at is None]
+            for tp, at in found.items():
+                if at is not None:
+                    consumer.seek(tp, at.offset)
+            if after_last:  # a time after the last record: start at the end
+                await consumer.seek_to_end(*after_last)
+        elif args.offset >= 0:
+            for tp in rest:
+                consumer.seek(tp, args.offset)
         else:
-            starts[tp] = max(found.offset + relative, earliest.get(tp, 0))
-    return starts
+            ends = await consumer.end_offsets(rest)
+            beginnings = await consumer.beginning_offsets(rest)
+            for tp in rest:
+                consumer.seek(tp, max(ends[tp] + args.offset, beginnings[tp], 0))
+
+    async def print_records(self) -> None:
+        """Poll and print until -c records were printed, -e found every partition read,
+        or forever."""
+        limit: int | None = self.args.count
+        out = self.ctx.out
+        while limit is None or self.count < limit:
+            batch = await self.consumer.getmany(
+                timeout_ms=POLL_MS, max_records=None if limit is None else limit - self.count
+            )
+            for tp, records in batch.items():
+                out.write("".join([self.render(r) + "\n" for r in records]))
+                self.printed[tp] = records[-1].offset + 1
+                self.count += len(records)
+            out.flush()
+            if not batch and self.args.exit and await self.at_end():
+                return
+
+    async def at_end(self) -> bool:
+        """Whether every assigned partition's position reached its high watermark (False
+        while the group has assigned nothing yet or no fetch has answered)."""
+        assigned = self.consumer.assignment()
+        if not assigned:
+            return False
+        for tp in assigned:
+            high = self.consumer.highwater(tp)
+            if high is None or await self.consumer.position(tp) < high:
+                return False
+        return True
+
+    async def commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Commit the printed positions of `partitions` (default: all assigned; those with
+        nothing printed commit their current position, so the next run starts there)."""
+        consumer = self.consumer
+        offsets: dict[TopicPartition, int] = {}
+        for tp in sorted(consumer.assignment() if partitions is None else partitions):
+            if tp in self.printed:
+                offsets[tp] = self.printed[tp]
+            else:
+                try:
+                    offsets[tp] = await consumer.position(tp, timeout_ms=_POSITION_TIMEOUT_MS)
+                except KafkaError:
+                    continue  # no position yet: nothing read, nothing to commit
+        offsets = {tp: o for tp, o in offsets.items() if self.committed.get(tp) != o}
+        if offsets:
+            await consumer.commit(offsets)
+            self.committed.update(offsets)
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.printed.pop(tp, None)
+            self.committed.pop(tp, None)
+
+
+class _GroupListener(RebalanceListener):
+    """Starts newly assigned partitions as the options say; commits what was printed from
+    partitions before the group takes them away."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self.session.choose_start(assigned)
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        try:
+            await self.session.commit(revoked)
+        except KafkaError as exc:
+            self.session.ctx.note(f"could not commit before giving up {sorted(revoked)}: {exc}")
+        self.session.forget(revoked)
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.session.forget(lost)
+
+
+async def _partitions(ctx: Context, admin: Admin) -> list[TopicPartition]:
+    args = ctx.args
+    all_partitions = await clients.topic_partitions(admin, args.topic)
+    wanted = args.partition or all_partitions
+    missing = sorted(set(wanted) - set(all_partitions))
+    if missing:
+        raise UsageError(
+            f"topic {args.topic!r} has partitions 0-{len(all_partitions) - 1}; "
+            f"no partition {missing[0]}"
+        )
+    return [TopicPartition(args.topic, p) for p in sorted(set(wanted))]
+
+
+def _consumer(ctx: Context) -> Consumer:
+    args = ctx.args
+    reset = "earliest" if args.from_beginning else "latest"
+    if not args.group:
+        return clients.consumer(ctx, auto_offset_reset=reset)
+    session_ms = args.session_timeout_ms
+    if session_ms < 10:
+        raise UsageError(f"--session-timeout-ms must be at least 10, got {session_ms}")
+    return clients.consumer(
+        ctx,
+        group_id=args.group,
+        enable_auto_commit=False,
+        auto_offset_reset=reset,
+        session_timeout_ms=session_ms,
+        heartbeat_interval_ms=max(session_ms // 5, 1),
+    )
 
 
 async def run(ctx: Context) -> int:
     args = ctx.args
     if args.count is not None and args.count < 0:
         raise UsageError("--count must be 0 or more")
-    render = formatter(args.format, args.template, args.key_separator)
+    render = record_formatter(args.format, args.template, args.key_separator)
     async with ctx.admin() as admin:
-        wire = Wire(admin, ctx.bootstrap, ctx.connection_config())
-        try:
-            info = await wire.topic(args.topic)
-            all_partitions = [p.partition for p in info.partitions]
-            wanted = args.partition or all_partitions
-            missing = sorted(set(wanted) - set(all_partitions))
-            if missing:
-                raise UsageError(
-                    f"topic {args.topic!r} has partitions 0-{len(all_partitions) - 1}; "
-                    f"no partition {missing[0]}"
-                )
-            tps = [TopicPartition(args.topic, p) for p in sorted(set(wanted))]
-            positions = await start_offsets(admin, args, tps)
-            printed = await _consume(ctx, wire, positions, render)
-            if args.group and positions:
-                await _commit(ctx, admin, args.group, positions)
-        finally:
-            await wire.close()
-    if not ctx.out.isatty():
-        ctx.note(f"consumed {printed} records from {args.topic}")
-    return 0
-
-
-async def _consume(
-    ctx: Context,
-    wire: Wire,
-    positions: dict[TopicPartition, int],
-    render: Formatter,
-) -> int:
-    args = ctx.args
-    limit: int | None = args.count
-    if limit == 0:
+        tps = await _partitions(ctx, admin)
+    if args.count == 0:
         return 0
-    send, receive = anyio.create_memory_object_stream[tuple[TopicPartition, list[Record]]](16)
-    printed = 0
-
-    async def fetch_loop(
-        tp: TopicPartition, channel: MemoryObjectSendStream[tuple[TopicPartition, list[Record]]]
-    ) -> None:
-        offset = positions[tp]
-        async with channel:
-            while True:
-                records, high_watermark = await wire.fetch(
-                    tp.topic, tp.partition, offset, timeout=ctx.timeout_ms / 1000
-                )
-                if records:
-                    offset = records[-1].offset + 1
-                    await channel.send((tp, records))
-                elif args.exit and offset >= high_watermark:
-                    return
-
-    async with anyio.create_task_group() as tg:
-        async with send:
-            for tp in positions:
-                tg.start_soon(fetch_loop, tp, send.clone())
-        async with receive:
-            async for tp, records in receive:
-                for r in records:
-                    ctx.out.write(render(tp.topic, tp.partition, r) + "\n")
-                    positions[tp] = r.offset + 1  # what was printed is what gets committed
-                    printed += 1
-                    if limit is not None and printed >= limit:
-                        ctx.out.flush()
-                        tg.cancel_scope.cancel()
-                        return printed
-                ctx.out.flush()
-    return printed
+    consumer = _consumer(ctx)
+    session = Session(ctx, consumer, render)
+    code = 0
+    async with consumer:  # close() leaves the group
+        try:
+            async with interruptible() as interrupt:
+                if args.group and not args.partition:
+                    consumer.subscribe([args.topic], listener=_GroupListener(session))
+                else:
+                    consumer.assign(tps)
+                    await session.choose_start(tps)
+                await session.print_records()
+        finally:  # also after Ctrl-C or an error: commit what was printed
+            if args.group:
+                code = await _commit_on_exit(ctx, session)
+            if not ctx.out.isatty():
+                ctx.note(f"consumed {session.count} records from {args.topic}")
+    if interrupt.interrupted:
+        ctx.note("interrupted")
+        return EXIT_INTERRUPTED
+    return code
 
 
-async def _commit(
-    ctx: Context, admin: Admin, group: str, positions: dict[TopicPartition, int]
-) -> None:
-    results = await admin.alter_group_offsets(group, positions)
-    failed = {tp: e for tp, e in results.items() if e is not None}
-    if failed:
-        tp, err = next(iter(failed.items()))
-        ctx.note(f"could not commit the positions of group {group!r} ({tp}): {err}")
+async def _commit_on_exit(ctx: Context, session: Session) -> int:
+    try:
+        await session.commit()
+    except KafkaError as exc:
+        ctx.note(
+            f"could not commit the printed positions of group {ctx.args.group!r}: {exc} "
+            "(the next run with this group starts from the previous commit)"
+        )
+        return EXIT_KAFKA_ERROR
+    return 0

@@ -1,5 +1,5 @@
 """Output helpers of the command-line tool: aligned tables for people, JSON for programs,
-and byte decoding for record keys and values."""
+consumed records as raw, JSON or template lines, and byte decoding for keys and values."""
 
 from __future__ import annotations
 
@@ -8,10 +8,15 @@ import dataclasses
 import enum
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from kafkaio.cli.app import UsageError
+from kafkaio.consumer import ConsumerRecord
 from kafkaio.errors import KafkaError
+
+DEFAULT_TEMPLATE = "{topic}/{partition}@{offset} {key} {value}"
+RecordFormatter = Callable[[ConsumerRecord[bytes | None, bytes | None]], str]
 
 
 def text(data: bytes | None) -> str | None:
@@ -57,3 +62,53 @@ def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[Any]]) ->
 
 def error_text(error: KafkaError | None) -> str:
     return "" if error is None else getattr(error, "name", type(error).__name__)
+
+
+def record_formatter(
+    fmt: str, template: str | None = None, key_separator: str | None = None
+) -> RecordFormatter:
+    """A function rendering one consumed record as one output line (without newline):
+    ``raw`` the value (``key SEP value`` with a key separator), ``json`` an object, or
+    ``template`` (also whenever ``template`` is given) a str.format pattern over the fields
+    topic, partition, offset, timestamp, key, value and headers."""
+    if template is not None or fmt == "template":
+        pattern = template or DEFAULT_TEMPLATE
+        try:
+            pattern.format_map(
+                _fields(ConsumerRecord("t", 0, 0, 0, 0, None, None, (), None, -1, -1))
+            )
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UsageError(f"bad --template {pattern!r}: {exc!r}") from None
+        return lambda r: pattern.format_map(_fields(r))
+    if fmt == "json":
+        return _as_json
+    if key_separator is not None:
+        return lambda r: f"{text(r.key) or ''}{key_separator}{text(r.value) or ''}"
+    return lambda r: text(r.value) or ""
+
+
+def _as_json(r: ConsumerRecord[bytes | None, bytes | None]) -> str:
+    return json.dumps(
+        {
+            "topic": r.topic,
+            "partition": r.partition,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "key": text(r.key),
+            "value": text(r.value),
+            "headers": {k: text(v) for k, v in r.headers},
+        },
+        ensure_ascii=False,
+    )
+
+
+def _fields(r: ConsumerRecord[bytes | None, bytes | None]) -> dict[str, Any]:
+    return {
+        "topic": r.topic,
+        "partition": r.partition,
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "key": text(r.key) or "",
+        "value": text(r.value) or "",
+        "headers": ",".join(f"{k}={text(v)}" for k, v in r.headers),
+    }

@@ -1,25 +1,59 @@
-"""``kafkaio produce TOPIC``: records from lines or JSON lines (stdin or --file) to a topic,
-with keys, headers, compression, acks and an optional fixed partition."""
+"""``kafkaio produce TOPIC``: records from lines or JSON lines (stdin or --file) through one
+Producer, with keys, headers, compression, acks and an optional fixed partition."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from kafkaio.cli.app import Context, UsageError
-from kafkaio.cli.wire import OutRecord, Wire, build_batches
-from kafkaio.errors import KafkaConfigError
-from kafkaio.producer.murmur2 import partition_for_key
+from kafkaio.cli import clients
+from kafkaio.cli.app import EXIT_INTERRUPTED, EXIT_KAFKA_ERROR, Context, UsageError
+from kafkaio.cli.interrupt import interruptible
+from kafkaio.errors import KafkaConfigError, KafkaError
+from kafkaio.producer import DeliveryFuture, Producer, RecordTooLargeError
 from kafkaio.progress import Progress
 from kafkaio.records import Compression
 
-_ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
-_REQUEST_BYTES = 1024 * 1024  # batches per Produce request, about
+Headers = list[tuple[str, bytes | None]]
+
+ACKS = {"all": "all", "-1": "all", "0": 0, "1": 1}
+_SHOWN_FAILURES = 10  # failed records listed one per line; the rest are counted
+# After Ctrl-C, how long close() lets enqueued records reach the broker before failing them.
+_CLOSE_ON_INTERRUPT_S = 5.0
+
+
+@dataclass(slots=True)
+class InputRecord:
+    """One record read from the input: its line number, content and optional placement."""
+
+    line: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default_factory=list)
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of the records: delivered, failed (line, error) or never handed over."""
+
+    total: int
+    delivered: int = 0
+    partitions: set[int] = field(default_factory=set)
+    failed: list[tuple[int, BaseException]] = field(default_factory=list)
+    stopped_by: KafkaError | None = None
+    interrupted: bool = False
+
+    @property
+    def not_sent(self) -> int:
+        return self.total - self.delivered - len(self.failed)
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -29,7 +63,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="produce lines or JSON lines from stdin or a file",
         description="Produce one record per input line. With --format json each line is an "
         'object: {"key": ..., "value": ..., "headers": {...}, "partition": N, '
-        '"timestamp": MS} (a non-object line is the value).',
+        '"timestamp": MS} (a non-object line is the value). Keyed records go to the murmur2 '
+        "partition of their key (as the Java client); others are spread by the sticky "
+        "partitioner. Exits 1 if any record was not delivered.",
     )
     p.add_argument("topic")
     p.add_argument("-f", "--file", help="read records from FILE instead of stdin")
@@ -52,13 +88,13 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         choices=[c.name.lower() for c in Compression],
         help="compression codec",
     )
-    p.add_argument("--acks", default="all", choices=list(_ACKS), help="acks (default all)")
+    p.add_argument("--acks", default="all", choices=list(ACKS), help="acks (default all)")
     p.add_argument("-p", "--partition", type=int, help="produce every record to this partition")
     p.set_defaults(run=run)
 
 
-def parse_headers(items: Iterable[str]) -> list[tuple[str, bytes | None]]:
-    headers: list[tuple[str, bytes | None]] = []
+def parse_headers(items: Iterable[str]) -> Headers:
+    headers: Headers = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -68,38 +104,35 @@ def parse_headers(items: Iterable[str]) -> list[tuple[str, bytes | None]]:
 
 
 def parse_lines(
-    data: bytes, *, fmt: str, key_separator: str | None, headers: list[tuple[str, bytes | None]]
-) -> list[tuple[int | None, OutRecord]]:
-    """(partition or None, record) for each input line; blank lines are skipped in JSON."""
+    data: bytes, *, fmt: str, key_separator: str | None, headers: Headers
+) -> list[InputRecord]:
+    """One record per input line (line numbers from 1); blank lines are skipped in JSON."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     sep = key_separator.encode() if key_separator is not None else None
-    out: list[tuple[int | None, OutRecord]] = []
+    out: list[InputRecord] = []
     for number, line in enumerate(lines, 1):
         line = line.removesuffix(b"\r")
         if fmt == "json":
-            if not line.strip():
-                continue
-            out.append(_json_record(line, number, headers))
+            if line.strip():
+                out.append(_json_record(line, number, headers))
             continue
         key: bytes | None = None
         if sep is not None:
             head, found, tail = line.partition(sep)
             key, line = (head, tail) if found else (None, line)
-        out.append((None, OutRecord(key, line, list(headers))))
+        out.append(InputRecord(number, key, line, list(headers)))
     return out
 
 
-def _json_record(
-    line: bytes, number: int, headers: list[tuple[str, bytes | None]]
-) -> tuple[int | None, OutRecord]:
+def _json_record(line: bytes, number: int, headers: Headers) -> InputRecord:
     try:
         obj = json.loads(line)
     except ValueError as exc:
         raise UsageError(f"input line {number} is not JSON: {exc}") from None
     if not isinstance(obj, dict):
-        return None, OutRecord(None, _to_bytes(obj), list(headers))
+        return InputRecord(number, None, _to_bytes(obj), list(headers))
     record_headers = list(headers)
     raw_headers = obj.get("headers") or {}
     pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
@@ -107,16 +140,18 @@ def _json_record(
         record_headers.append((str(k), None if v is None else _to_bytes(v)))
     partition = obj.get("partition")
     timestamp = obj.get("timestamp")
-    if partition is not None and not isinstance(partition, int):
+    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
         raise UsageError(f"input line {number}: partition must be an integer")
-    if timestamp is not None and not isinstance(timestamp, int):
+    if timestamp is not None and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
         raise UsageError(f"input line {number}: timestamp must be an integer (ms)")
     key = obj.get("key")
     value = obj.get("value")
-    return partition, OutRecord(
+    return InputRecord(
+        number,
         None if key is None else _to_bytes(key),
         None if value is None else _to_bytes(value),
         record_headers,
+        partition,
         timestamp,
     )
 
@@ -125,38 +160,101 @@ def _to_bytes(value: Any) -> bytes:
     return value.encode() if isinstance(value, str) else json.dumps(value).encode()
 
 
-def assign_partitions(
-    records: list[tuple[int | None, OutRecord]], partitions: int, fixed: int | None
-) -> dict[int, list[OutRecord]]:
-    """Group records by partition: fixed, per record, by key (murmur2 as the Java client),
-    or unkeyed records spread round-robin in chunks of 1000."""
-    by_partition: dict[int, list[OutRecord]] = {}
-    unkeyed = 0
-    for explicit, record in records:
-        if fixed is not None:
-            p = fixed
-        elif explicit is not None:
-            p = explicit
-        elif record.key is not None:
-            p = partition_for_key(record.key, partitions)
-        else:
-            p = (unkeyed // 1000) % partitions
-            unkeyed += 1
-        by_partition.setdefault(p, []).append(record)
-    return by_partition
+def check_partitions(
+    records: Sequence[InputRecord], fixed: int | None, topic: str, count: int
+) -> None:
+    """Refuse, before anything is sent, a -p or per-record partition the topic lacks."""
+    wanted = [fixed] if fixed is not None else [r.partition for r in records]
+    for p in wanted:
+        if p is not None and not 0 <= p < count:
+            raise KafkaConfigError(
+                f"partition {p} does not exist: topic {topic!r} has {count} partitions "
+                f"(0-{count - 1})"
+            )
 
 
-def _chunks(batches: list[bytes]) -> Iterable[list[bytes]]:
-    chunk: list[bytes] = []
-    size = 0
-    for b in batches:
-        if chunk and size + len(b) > _REQUEST_BYTES:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(b)
-        size += len(b)
-    if chunk:
-        yield chunk
+async def deliver(
+    producer: Producer,
+    topic: str,
+    records: Sequence[InputRecord],
+    outcome: Outcome,
+    *,
+    fixed: int | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """Start ``producer``, enqueue every record, flush, close, and check every
+    DeliveryFuture into ``outcome``: no record goes unaccounted.
+
+    A record the producer refuses (too large) fails alone; any other error stops enqueuing
+    and is kept in ``outcome.stopped_by``. Ctrl-C stops enqueuing too; the records already
+    enqueued then get a few seconds to be delivered before close() fails them.
+    """
+    pending: list[tuple[int, DeliveryFuture]] = []
+    await producer.start()
+    try:
+        async with interruptible() as interrupt:
+            try:
+                for record in records:
+                    try:
+                        future = await producer.enqueue(
+                            topic,
+                            record.value,
+                            key=record.key,
+                            partition=fixed if fixed is not None else record.partition,
+                            headers=record.headers or None,
+                            timestamp_ms=record.timestamp,
+                        )
+                    except RecordTooLargeError as exc:
+                        outcome.failed.append((record.line, exc))
+                        continue
+                    if progress is not None:
+                        future.add_done_callback(_on_delivery(progress, len(record.value or b"")))
+                    pending.append((record.line, future))
+                await producer.flush()
+            except KafkaError as exc:
+                outcome.stopped_by = exc
+        outcome.interrupted = interrupt.interrupted
+    finally:
+        await producer.close(timeout=_CLOSE_ON_INTERRUPT_S if outcome.interrupted else None)
+        for line, future in pending:  # all done now: close completes every future
+            error = future.exception()
+            if error is None:
+                outcome.delivered += 1
+                outcome.partitions.add(future.result().partition)
+            else:
+                outcome.failed.append((line, error))
+        outcome.failed.sort(key=lambda item: item[0])
+
+
+def _on_delivery(progress: Progress, size: int) -> Callable[[DeliveryFuture], None]:
+    def done(_future: DeliveryFuture) -> None:
+        progress.update(1, size)
+
+    return done
+
+
+def report(ctx: Context, topic: str, outcome: Outcome, partition_count: int) -> int:
+    """Notes on stderr; EXIT_KAFKA_ERROR unless every record was delivered."""
+    summary = (
+        f"produced {outcome.delivered} records to {topic} "
+        f"({len(outcome.partitions)} of {partition_count} partitions)"
+    )
+    if outcome.delivered == outcome.total and not outcome.interrupted:
+        ctx.note(summary)
+        return 0
+    ctx.note(f"{summary}; {outcome.total - outcome.delivered} of {outcome.total} NOT delivered")
+    for line, error in outcome.failed[:_SHOWN_FAILURES]:
+        ctx.note(f"  input line {line}: {error}")
+    if len(outcome.failed) > _SHOWN_FAILURES:
+        ctx.note(f"  ... and {len(outcome.failed) - _SHOWN_FAILURES} more failed records")
+    if outcome.stopped_by is not None:
+        ctx.note(f"  producing stopped: {outcome.stopped_by}")
+    if outcome.not_sent:
+        ctx.note(f"  {outcome.not_sent} input records were never handed to the producer")
+    if outcome.interrupted:
+        ctx.note("interrupted")
+        return EXIT_INTERRUPTED
+    return EXIT_KAFKA_ERROR
 
 
 async def run(ctx: Context) -> int:
@@ -168,48 +266,22 @@ async def run(ctx: Context) -> int:
     else:
         data = await anyio.to_thread.run_sync(sys.stdin.buffer.read)
     records = parse_lines(data, fmt=args.format, key_separator=args.key_separator, headers=headers)
-    compression = Compression.parse(args.compression)
     async with ctx.admin() as admin:
-        wire = Wire(admin, ctx.bootstrap, ctx.connection_config())
-        try:
-            info = await wire.topic(args.topic)
-            count = len(info.partitions)
-            for p in [args.partition] + [e for e, _ in records]:
-                if p is not None and not 0 <= p < count:
-                    raise KafkaConfigError(
-                        f"partition {p} does not exist: topic {args.topic!r} has {count} "
-                        f"partitions (0-{count - 1})"
-                    )
-            by_partition = assign_partitions(records, count, args.partition)
-            progress = Progress("produced", len(records), stream=ctx.out) if _tty(ctx) else None
-
-            async def send_partition(p: int, items: list[OutRecord]) -> None:
-                batches = build_batches(items, compression)
-                for chunk in _chunks(batches):
-                    await wire.produce(
-                        args.topic, p, chunk, acks=_ACKS[args.acks], timeout=ctx.timeout_ms / 1000
-                    )
-                    n = sum(_batch_count(b) for b in chunk)
-                    if progress is not None:
-                        progress.update(n, sum(len(b) for b in chunk))
-
-            async with anyio.create_task_group() as tg:
-                for p, items in sorted(by_partition.items()):
-                    tg.start_soon(send_partition, p, items)
-            if progress is not None:
-                progress.finish()
-        finally:
-            await wire.close()
-    ctx.note(
-        f"produced {len(records)} records to {args.topic} "
-        f"({len(by_partition)} of {count} partitions)"
-    )
-    return 0
-
-
-def _batch_count(batch: bytes) -> int:
-    # RecordBatch v2 header: records count is the int32 at byte 57.
-    return int.from_bytes(batch[57:61], "big")
+        count = len(await clients.topic_partitions(admin, args.topic))
+    check_partitions(records, args.partition, args.topic, count)
+    if not records:
+        return report(ctx, args.topic, Outcome(0), count)
+    producer = clients.producer(ctx, acks=ACKS[args.acks], compression_type=args.compression)
+    progress = Progress("produced", len(records), stream=ctx.out) if _tty(ctx) else None
+    outcome = Outcome(len(records))
+    try:
+        await deliver(
+            producer, args.topic, records, outcome, fixed=args.partition, progress=progress
+        )
+    finally:
+        if progress is not None:
+            progress.finish()
+    return report(ctx, args.topic, outcome, count)
 
 
 def _tty(ctx: Context) -> bool:

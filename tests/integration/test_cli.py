@@ -1,24 +1,36 @@
 """The kafkaio command line against Tansu: produce then consume in every output format,
-topic and group commands with --json, exit codes and messages, progress on a terminal."""
+keyed records on their murmur2 partitions, undeliverable records reported, consume as a
+group member (commits what it printed, the next run continues, Ctrl-C commits and exits
+130), topic and group commands with --json, exit codes and messages, progress on a
+terminal."""
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
 import shlex
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
+import anyio
 import pytest
 
+from kafkaio import Admin
 from kafkaio.cli import main
+from kafkaio.producer.murmur2 import partition_for_key
 from kafkaio.testing.broker_info import BrokerInfo
 
 pytestmark = pytest.mark.integration
 
 KAFKAIO = [sys.executable, "-m", "kafkaio"]
+# Tansu holds a group's first join for half the session timeout: keep it short in tests.
+FAST_GROUP = ("--session-timeout-ms", "2000")
 
 
 def run(
@@ -129,6 +141,175 @@ def test_json_lines_input_and_partition(
     ]
 
 
+def _json_records(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _committed(bootstrap: str, group: str) -> dict[int, int | None]:
+    """The group's committed offsets by partition, read with the Admin client."""
+
+    async def fetch() -> dict[int, int | None]:
+        with anyio.fail_after(20):
+            async with Admin(bootstrap) as admin:
+                offsets = await admin.list_group_offsets(group)
+        return {tp.partition: c.offset for tp, c in offsets.items()}
+
+    return anyio.run(fetch)
+
+
+def test_keyed_lines_land_on_murmur2_partitions(
+    tansu_broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = ("-b", tansu_broker.bootstrap)
+    assert cli(capsys, *b, "topics", "create", unique_topic, "-p", "3")[0] == 0
+    lines = "".join(f"user-{i}:event {i}\n" for i in range(60)).encode()
+    produced = run("produce", unique_topic, "-K", ":", *b, stdin=lines)
+    assert produced.returncode == 0, produced.stderr
+    assert f"produced 60 records to {unique_topic} (3 of 3 partitions)" in produced.stderr
+    code, out, err = cli(
+        capsys, *b, "consume", unique_topic, "--from-beginning", "-e", "--format", "json"
+    )
+    assert code == 0, err
+    records = _json_records(out)
+    assert sorted(r["value"] for r in records) == sorted(f"event {i}" for i in range(60))
+    for r in records:  # the Java client's partition for the key
+        assert r["partition"] == partition_for_key(r["key"].encode(), 3), r
+    for partition in range(3):  # and in the order the lines came, within a partition
+        values = [int(r["value"].split()[1]) for r in records if r["partition"] == partition]
+        assert values == sorted(values)
+
+
+def test_produce_reports_records_it_could_not_deliver(
+    tansu_broker: BrokerInfo,
+    topic: str,
+    tmp_path: os.PathLike[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = os.path.join(tmp_path, "in.txt")
+    with open(path, "wb") as f:  # line 2 is over max_request_size (1 MiB)
+        f.write(b"small 1\n" + b"x" * (1024 * 1024 + 10) + b"\nsmall 3\n")
+    b = ("-b", tansu_broker.bootstrap)
+    code, _, err = cli(capsys, *b, "produce", topic, "-p", "0", "-f", path)
+    assert code == 1, err
+    assert f"produced 2 records to {topic}" in err and "1 of 3 NOT delivered" in err
+    assert "input line 2:" in err and "max_request_size" in err
+    assert "input line 1" not in err and "input line 3" not in err
+    code, out, _ = cli(capsys, *b, "consume", topic, "-p", "0", "--from-beginning", "-e")
+    assert out.splitlines() == ["small 1", "small 3"]
+
+
+def test_produce_counts_records_the_broker_rejects(
+    isolated_mock_cluster: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = isolated_mock_cluster.cluster
+    assert cluster is not None
+    cluster.create_topic(unique_topic, 1)
+    cluster.push_request_errors(0, [87] * 20)  # Produce: INVALID_RECORD, not retriable
+    lines = "".join(f"r{i}\n" for i in range(10)).encode()
+    env = {"KAFKAIO_BOOTSTRAP_SERVERS": isolated_mock_cluster.bootstrap}
+    produced = run("produce", unique_topic, stdin=lines, env=env)
+    assert produced.returncode == 1, produced.stderr
+    assert "produced 0 records" in produced.stderr
+    assert "10 of 10 NOT delivered" in produced.stderr and "INVALID_RECORD" in produced.stderr
+    assert produced.stderr.count("input line ") == 10  # every record accounted for
+
+
+def test_consume_as_group_commits_what_it_printed_and_the_next_run_continues(
+    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = ("-b", tansu_broker.bootstrap)
+    group = topic + "-members"
+    lines = "".join(f"k{i}:v{i}\n" for i in range(30)).encode()
+    assert run("produce", topic, "-K", ":", *b, stdin=lines).returncode == 0
+    code, out, _ = cli(capsys, *b, "consume", topic, "--from-beginning", "-e", "--format", "json")
+    every = {(r["partition"], r["offset"]) for r in _json_records(out)}
+    per_partition = Counter(p for p, _ in every)
+    assert len(every) == 30 and set(per_partition) == {0, 1}
+
+    code, out, err = cli(
+        capsys,
+        *b,
+        "consume",
+        topic,
+        "-g",
+        group,
+        *FAST_GROUP,
+        "--from-beginning",
+        "-c",
+        "11",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    first = [(r["partition"], r["offset"]) for r in _json_records(out)]
+    assert len(first) == 11
+    expected = {p: 1 + max((o for q, o in first if q == p), default=-1) for p in (0, 1)}
+    assert _committed(tansu_broker.bootstrap, group) == expected  # exactly what was printed
+
+    code, out, err = cli(
+        capsys, *b, "consume", topic, "-g", group, *FAST_GROUP, "-e", "--format", "json"
+    )
+    assert code == 0, err
+    second = [(r["partition"], r["offset"]) for r in _json_records(out)]
+    assert len(first) + len(second) == 30  # no duplicate...
+    assert set(first) | set(second) == every  # ...and no gap
+    assert _committed(tansu_broker.bootstrap, group) == dict(per_partition)
+
+
+def _read_lines(process: subprocess.Popen[bytes], count: int, timeout: float) -> list[bytes]:
+    """`count` lines of the process's stdout, failing after `timeout` seconds."""
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while data.count(b"\n") < count:
+        left = deadline - time.monotonic()
+        assert left > 0, f"only {len(data.splitlines())} of {count} lines within {timeout} s"
+        if selector.select(left):
+            chunk = os.read(process.stdout.fileno(), 65536)
+            assert chunk, "stdout closed early"
+            data += chunk
+    return data.splitlines()
+
+
+def test_ctrl_c_commits_what_was_printed_and_exits_130(
+    tansu_broker: BrokerInfo, topic: str
+) -> None:
+    b = ("-b", tansu_broker.bootstrap)
+    group = topic + "-interrupted"
+    lines = "".join(f"k{i}:v{i}\n" for i in range(12)).encode()
+    assert run("produce", topic, "-K", ":", *b, stdin=lines).returncode == 0
+    process = subprocess.Popen(
+        [
+            *KAFKAIO,
+            *b,
+            "consume",
+            topic,
+            "-g",
+            group,
+            *FAST_GROUP,
+            "--from-beginning",
+            "--format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        printed = [json.loads(line) for line in _read_lines(process, 12, 30)]
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.returncode == 130, err
+    assert b"interrupted" in err and b"Traceback" not in err
+    counts = Counter(r["partition"] for r in printed)
+    assert _committed(tansu_broker.bootstrap, group) == {p: counts.get(p, 0) for p in (0, 1)}
+
+
 def test_topics_commands_with_json(
     tansu_broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,7 +345,9 @@ def test_groups_commands_with_json(
     group = topic + "-g"
     assert run("produce", topic, "-p", "0", *b, stdin=b"a\nb\nc\nd\n").returncode == 0
     # Consuming with a group commits the positions reached.
-    code, out, _ = cli(capsys, *b, "consume", topic, "-g", group, "--from-beginning", "-c", "3")
+    code, out, _ = cli(
+        capsys, *b, "consume", topic, "-g", group, *FAST_GROUP, "--from-beginning", "-c", "3"
+    )
     assert code == 0 and out.splitlines() == ["a", "b", "c"]
 
     code, out, _ = cli(capsys, *b, "groups", "lag", group, "--json")
@@ -190,7 +373,7 @@ def test_groups_commands_with_json(
 
     code, out, _ = cli(capsys, *b, *reset, "--execute", "--json")
     assert code == 0 and json.loads(out)["plan"][0]["error"] is None
-    code, out, _ = cli(capsys, *b, "consume", topic, "-g", group, "-c", "2")
+    code, out, _ = cli(capsys, *b, "consume", topic, "-g", group, *FAST_GROUP, "-c", "2")
     assert out.splitlines() == ["a", "b"]  # starts again from the reset offset
 
     code, out, _ = cli(capsys, *b, "groups", "delete", group, "--json")

@@ -1,5 +1,5 @@
-"""The CLI's pure parts: input parsing, partitioning, output formats, settings files, and
-exit codes / messages for usage errors (no broker needed)."""
+"""The CLI's pure parts: input parsing, partition checks, output formats, settings files,
+and exit codes / messages for usage errors (no broker needed)."""
 
 from __future__ import annotations
 
@@ -10,38 +10,51 @@ from pathlib import Path
 import pytest
 
 from kafkaio.cli import main
-from kafkaio.cli.consume import formatter
-from kafkaio.cli.produce import assign_partitions, parse_headers, parse_lines
+from kafkaio.cli.output import record_formatter
+from kafkaio.cli.produce import check_partitions, parse_headers, parse_lines
 from kafkaio.cli.settings import BOOTSTRAP_ENV, client_options, read_properties, resolve_bootstrap
+from kafkaio.consumer import ConsumerRecord
 from kafkaio.errors import KafkaConfigError
-from kafkaio.producer.murmur2 import partition_for_key
-from kafkaio.records import Record
 
 
 def test_lines_with_key_separator_and_headers() -> None:
     records = parse_lines(
         b"k1:v1\nno-key\r\nk2:a:b\n", fmt="lines", key_separator=":", headers=[("h", b"1")]
     )
-    assert [(r.key, r.value) for _, r in records] == [
-        (b"k1", b"v1"),
-        (None, b"no-key"),
-        (b"k2", b"a:b"),
+    assert [(r.line, r.key, r.value, r.partition) for r in records] == [
+        (1, b"k1", b"v1", None),
+        (2, None, b"no-key", None),
+        (3, b"k2", b"a:b", None),
     ]
-    assert all(r.headers == [("h", b"1")] for _, r in records)
+    assert all(r.headers == [("h", b"1")] for r in records)
 
 
 def test_json_lines_input() -> None:
-    data = b'{"key": "k", "value": {"x": 1}, "headers": {"a": "b"}, "partition": 2}\n\n"plain"\n'
-    (p1, r1), (p2, r2) = parse_lines(data, fmt="json", key_separator=None, headers=[])
-    assert (p1, r1.key, json.loads(r1.value or b""), r1.headers) == (
+    data = (
+        b'{"key": "k", "value": {"x": 1}, "headers": {"a": "b"}, "partition": 2, '
+        b'"timestamp": 1700000000000}\n\n"plain"\n'
+    )
+    r1, r2 = parse_lines(data, fmt="json", key_separator=None, headers=[])
+    assert (r1.line, r1.partition, r1.key, json.loads(r1.value or b""), r1.headers) == (
+        1,
         2,
         b"k",
         {"x": 1},
         [("a", b"b")],
     )
-    assert (p2, r2.key, r2.value) == (None, None, b"plain")  # a JSON string is the value
+    assert r1.timestamp == 1700000000000
+    # a JSON string is the value; the blank line 2 is skipped but still counted
+    assert (r2.line, r2.partition, r2.key, r2.value, r2.timestamp) == (
+        3,
+        None,
+        None,
+        b"plain",
+        None,
+    )
     with pytest.raises(KafkaConfigError, match="line 1 is not JSON"):
         parse_lines(b"{oops\n", fmt="json", key_separator=None, headers=[])
+    with pytest.raises(KafkaConfigError, match="line 2: partition must be an integer"):
+        parse_lines(b'{}\n{"partition": true}\n', fmt="json", key_separator=None, headers=[])
 
 
 def test_headers_need_key_value() -> None:
@@ -50,27 +63,32 @@ def test_headers_need_key_value() -> None:
         parse_headers(["nope"])
 
 
-def test_partitioning_fixed_explicit_keyed_and_round_robin() -> None:
-    records = parse_lines(b"a:1\nb:2\n", fmt="lines", key_separator=":", headers=[])
-    by_key = assign_partitions(records, 5, None)
-    assert sum(len(v) for v in by_key.values()) == 2
-    for p, items in by_key.items():
-        assert all(partition_for_key(r.key or b"", 5) == p for r in items)
-    assert list(assign_partitions(records, 5, 3)) == [3]
-    unkeyed = parse_lines(b"x\n" * 2500, fmt="lines", key_separator=None, headers=[])
-    spread = assign_partitions(unkeyed, 2, None)
-    assert {p: len(v) for p, v in spread.items()} == {0: 1500, 1: 1000}
+def test_partition_checks_before_sending() -> None:
+    records = parse_lines(
+        b'{"value": "a", "partition": 1}\n{"value": "b"}\n',
+        fmt="json",
+        key_separator=None,
+        headers=[],
+    )
+    check_partitions(records, None, "t", 2)  # partitions 0-1: fine
+    with pytest.raises(KafkaConfigError, match=r"partition 1 does not exist: topic 't' has 1"):
+        check_partitions(records, None, "t", 1)
+    with pytest.raises(KafkaConfigError, match="partition 5 does not exist"):
+        check_partitions(records, 5, "t", 2)  # -p overrides the records' own partitions
+    check_partitions(records, 0, "t", 1)
+    with pytest.raises(KafkaConfigError, match="partition -1 does not exist"):
+        check_partitions(records, -1, "t", 3)
 
 
-def _record() -> Record:
-    return Record(7, 1234, b"k", b"v\xff", [("h", b"x")])
+def _record() -> ConsumerRecord[bytes | None, bytes | None]:
+    return ConsumerRecord("t", 1, 7, 1234, 0, b"k", b"v\xff", [("h", b"x")], None, 1, 2)
 
 
 def test_output_formats() -> None:
     r = _record()
-    assert formatter("raw", None, None)("t", 1, r) == "v\\xff"
-    assert formatter("raw", None, "=")("t", 1, r) == "k=v\\xff"
-    as_json = json.loads(formatter("json", None, None)("t", 1, r))
+    assert record_formatter("raw")(r) == "v\\xff"
+    assert record_formatter("raw", None, "=")(r) == "k=v\\xff"
+    as_json = json.loads(record_formatter("json")(r))
     assert as_json == {
         "topic": "t",
         "partition": 1,
@@ -80,10 +98,13 @@ def test_output_formats() -> None:
         "value": "v\\xff",
         "headers": {"h": "x"},
     }
-    assert formatter("template", None, None)("t", 1, r) == "t/1@7 k v\\xff"
-    assert formatter("raw", "{offset}|{headers}", None)("t", 1, r) == "7|h=x"
+    assert record_formatter("template")(r) == "t/1@7 k v\\xff"
+    assert record_formatter("raw", "{offset}|{headers}")(r) == "7|h=x"
+    null = ConsumerRecord("t", 0, 3, 0, 0, None, None, (), None, -1, -1)
+    assert record_formatter("raw", None, "=")(null) == "="
+    assert json.loads(record_formatter("json")(null))["value"] is None
     with pytest.raises(KafkaConfigError, match="bad --template"):
-        formatter("template", "{nope}", None)
+        record_formatter("template", "{nope}")
 
 
 def test_properties_file_and_tls(tmp_path: Path) -> None:
