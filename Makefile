@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py kafkaio/records/builder.py
 ACCEL_STAMP := build/.accel-stamp
 
-.PHONY: install accel accel-clean demo test bench lint typecheck clean
+.PHONY: install accel accel-clean demo test bench docs lint typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ test: $(ACCEL_STAMP)
 bench: $(ACCEL_STAMP)
 	$(PY) -m benchmarks
 
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 lint: $(STAMP)
 	$(PY) -m ruff check kafkaio tests benchmarks tools examples
 
@@ -47,4 +50,4 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache kafkaio/records/*.so
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache kafkaio/records/*.so

@@ -19,7 +19,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-DEFAULT_RECORDS = 200_000
+from benchmarks.report import Row, median_row
+
+DEFAULT_RECORDS = 500_000
 VALUE_SIZE = 100
 PARTITIONS = 4
 COMPRESSIONS = ("none", "lz4", "zstd")
@@ -54,7 +56,7 @@ class Result:
 def fill(bootstrap: str, topic: str, compression: str, count: int) -> None:
     """Produce `count` 100-byte records with confluent-kafka (fast, every codec)."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
@@ -205,7 +207,7 @@ def consume_confluent_sync(bootstrap: str, topic: str, count: int) -> int:
         while n < count * VALUE_SIZE:
             for message in consumer.consume(num_messages=1000, timeout=1.0):
                 if message.error() is None:
-                    n += len(message.value())
+                    n += len(message.value() or b"")
     finally:
         consumer.close()
     return n // VALUE_SIZE
@@ -288,6 +290,45 @@ def profile_kafkaio(bootstrap: str, topic: str, count: int, top: int = 25) -> st
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
     return out.getvalue()
+
+
+def suite(
+    count: int,
+    runs: int,
+    compressions: tuple[str, ...] = ("none", "lz4"),
+    modes: tuple[str, ...] = ("assign",),
+) -> list[Row]:
+    """Every client reads `count` records per compression and mode, `runs` times with the
+    clients interleaved; one row of medians per cell."""
+    from kafkaio.testing import TansuBroker
+
+    samples: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    with TansuBroker() as broker:
+        fill(broker.bootstrap, "bench-warm-up", "lz4", 2000)
+        for mode in modes:  # warm-up: imports and first connections
+            for name, runner in clients(mode).items():
+                measure(name, runner, broker.bootstrap, "bench-warm-up", 2000, "lz4", mode)
+        topics = {}
+        for compression in compressions:
+            topic = f"bench-consume-{compression}"
+            fill(broker.bootstrap, topic, compression, count)
+            topics[compression] = topic
+        for _ in range(runs):
+            for mode in modes:
+                for compression, topic in topics.items():
+                    for name, runner in clients(mode).items():
+                        r = measure(name, runner, broker.bootstrap, topic, count, compression, mode)
+                        samples.setdefault((mode, compression, name), []).append(
+                            {
+                                "msg_per_s": r.msgs_per_s,
+                                "mb_per_s": r.mb_per_s,
+                                "cpu_us_per_msg": r.cpu_us_per_record,
+                            }
+                        )
+    return [
+        median_row("consume", f"{VALUE_SIZE} B, {compression}, {mode}", name, runs_)
+        for (mode, compression, name), runs_ in samples.items()
+    ]
 
 
 def run(

@@ -1,19 +1,20 @@
 """Produce throughput: kafkaio vs aiokafka vs confluent-kafka against one embedded Tansu broker.
 
-Run ``python -m benchmarks.bench_produce [N]``; prints a markdown table (msg/s, MB/s, CPU µs/rec).
+Run ``python -m benchmarks.bench_produce [-n N] [--runs R] [--quick]``; prints a markdown table.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
-import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.report import Row, median_row, suite_table
 from kafkaio.producer import Producer
 from kafkaio.testing import TansuBroker
 
@@ -165,7 +166,7 @@ async def run_confluent_aio(
         await producer.close()
 
 
-Runner = Callable[[str, str, bytes, int, str, str], Awaitable[None]]
+Runner = Callable[[str, str, bytes, int, str, str], Coroutine[Any, Any, None]]
 CLIENTS: dict[str, Runner] = {
     "kafkaio": run_kafkaio,
     "aiokafka": run_aiokafka,
@@ -207,41 +208,68 @@ async def _create_topic(bootstrap: str, topic: str) -> None:
             raise error
 
 
-def run(n: int = DEFAULT_N) -> list[Result]:
+Case = tuple[int, str, str]  # value size, codec, acks
+QUICK_CASES: tuple[Case, ...] = ((100, "none", "1"), (100, "lz4", "all"))
+FULL_CASES: tuple[Case, ...] = (
+    (100, "none", "1"),
+    (100, "lz4", "1"),
+    (100, "none", "all"),
+    (100, "lz4", "all"),
+    (1024, "none", "1"),
+    (1024, "lz4", "1"),
+)
+
+
+def case_name(case: Case) -> str:
+    size, codec, acks = case
+    return f"{size} B, {codec}, acks={acks}"
+
+
+def suite(n: int, runs: int, cases: tuple[Case, ...]) -> list[Row]:
+    """Every client on every case, `runs` times, clients interleaved; medians per cell.
+    1 KiB cases send n/4 records."""
     clients = available_clients()
-    results = []
+    samples: dict[tuple[Case, str], list[dict[str, float]]] = {}
     with TansuBroker() as broker:
-        for size, count in ((100, n), (1024, max(n // 4, 1))):
-            for codec in CODECS:
-                for acks in ACKS:
-                    for name, runner in clients.items():
-                        results.append(measure(broker, name, runner, size, count, codec, acks))
-    return results
+        for name, runner in clients.items():  # warm-up: imports and first connections
+            measure(broker, name, runner, 100, 2000, "lz4", "all")
+        for _ in range(runs):
+            for case in cases:
+                size, codec, acks = case
+                count = n if size <= 100 else max(n // 4, 1)
+                for name, runner in clients.items():
+                    r = measure(broker, name, runner, size, count, codec, acks)
+                    samples.setdefault((case, name), []).append(
+                        {"msg_per_s": r.rate, "mb_per_s": r.mb_per_s, "cpu_us_per_msg": r.cpu_us}
+                    )
+    return [
+        median_row("produce", case_name(case), name, runs_)
+        for (case, name), runs_ in samples.items()
+    ]
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else DEFAULT_N
-    results = run(n)
-    print(
-        f"### Produce throughput: one Tansu broker on loopback, one partition, linger_ms="
-        f"{LINGER_MS}, batch_size={BATCH_SIZE}, idempotence with acks=all; {n} x 100 B and "
-        f"{max(n // 4, 1)} x 1 KiB records; wall time includes client start and the final "
-        "flush. CPU is the client process (librdkafka's threads included).\n"
-    )
-    print("| value | codec | acks | client | msg/s | MB/s | CPU µs/rec | msg/s vs kafkaio |")
-    print("|---|---|---|---|---:|---:|---:|---:|")
-    base: dict[tuple[int, str, str], float] = {}
-    for r in results:
-        if r.client == "kafkaio":
-            base[(r.size, r.codec, r.acks)] = r.rate
-    for r in results:
-        ratio = r.rate / base[(r.size, r.codec, r.acks)]
-        print(
-            f"| {r.size} B | {r.codec} | {r.acks} | {r.client} | {r.rate:,.0f} | "
-            f"{r.mb_per_s:.1f} | {r.cpu_us:.1f} | {ratio:.2f} |"
-        )
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", "--records", type=int, default=DEFAULT_N)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="two cases, one run")
+    args = parser.parse_args(argv)
+    cases = QUICK_CASES if args.quick else FULL_CASES
+    rows = suite(args.records, 1 if args.quick else args.runs, cases)
+    print(describe(args.records))
+    print(suite_table(rows))
     for note in sorted(NOTES):
         print(f"\nNote: {note}.")
+
+
+def describe(n: int) -> str:
+    return (
+        f"Produce: one Tansu broker on loopback, one partition, linger_ms={LINGER_MS}, "
+        f"batch_size={BATCH_SIZE}, idempotence with acks=all; {n:,} x 100 B or {n // 4:,} x "
+        "1 KiB records per run, each client awaits every enqueue/produce call, then flushes; "
+        "wall time includes client start and the final flush. CPU is the client process "
+        "(librdkafka's threads included); medians of the runs."
+    )
 
 
 if __name__ == "__main__":

@@ -221,6 +221,7 @@ class Consumer:
             require_stable=config.isolation == 1,
             initialize_positions=True,
             validate_positions=True,
+            consumed_offsets=self._consumed_offsets,
         )
         topics = SubscribedTopicsManager(
             subs,

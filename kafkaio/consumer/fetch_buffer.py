@@ -7,6 +7,8 @@ taken; positions advance only when records are handed out (read_committed filter
 from __future__ import annotations
 
 import heapq
+import struct
+from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,30 @@ Batch = RecordBatch | LegacyRecordBatch
 
 
 RecordMaker = Callable[[Any, int, "int | None"], ConsumerRecord[Any, Any]]
+
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (every magic)
+_LAST_DELTA = struct.Struct(">i")  # magic 2: last offset delta at byte 23
+_MAGIC_AT = 16
+
+
+def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
+    """The offset after the last whole batch of a fetched records blob (headers only, no
+    decoding); None when the blob holds no whole batch. A fetch of the same partition from
+    this offset continues exactly where the blob ends (a trailing partial batch included)."""
+    end = len(records)
+    pos = 0
+    last = -1
+    while pos + 27 <= end:
+        base, length = _BATCH_HEAD.unpack_from(records, pos)
+        stop = pos + 12 + length
+        if length < 0 or stop > end:
+            break
+        if records[pos + _MAGIC_AT] >= 2:
+            last = base + _LAST_DELTA.unpack_from(records, pos + 23)[0]
+        else:  # v0/v1: the (wrapper) message's offset is its last offset
+            last = base
+        pos = stop
+    return None if last < 0 else last + 1
 
 
 @dataclass(slots=True, eq=False)
@@ -51,11 +77,14 @@ class CompletedFetch:
     _epoch: int | None = field(default=None, init=False, repr=False)
     _aborted_pids: set[int] = field(default_factory=set, init=False, repr=False)
     _aborted_heap: list[tuple[int, int]] = field(default_factory=list, init=False, repr=False)
+    end_offset: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.next_fetch_offset = self.fetch_offset
         if not self.size:
             self.size = len(self.records)
+        end = next_offset_after(self.records)
+        self.end_offset = None if end is None else max(end, self.fetch_offset)
         if self.aborted:  # (first_offset, producer_id), smallest first offset on top
             self._aborted_heap = [(first, pid) for pid, first in self.aborted]
             heapq.heapify(self._aborted_heap)
@@ -63,13 +92,14 @@ class CompletedFetch:
     def take(
         self,
         max_records: int,
-        make: RecordMaker,
+        make: RecordMaker | None,
         *,
         read_committed: bool,
         check_crcs: bool = True,
     ) -> list[ConsumerRecord[Any, Any]]:
         """Up to `max_records` records from the current position, decoding batches as needed;
-        `make(record_tuple, timestamp_type, leader_epoch)` builds each one handed out.
+        `make(record_tuple, timestamp_type, leader_epoch)` builds each one handed out (None:
+        plain ConsumerRecords with the raw key and value).
 
         Raises CorruptRecordError (naming topic, partition, offset) for bad data; the fetch is
         then exhausted so the position stays at the bad batch.
@@ -81,7 +111,29 @@ class CompletedFetch:
             if index < len(current):
                 end = min(len(current), index + max_records - len(out))
                 ts_type, epoch = self._ts_type, self._epoch
-                out.extend([make(r, ts_type, epoch) for r in current[index:end]])
+                if make is None:  # no deserializers: build the records inline (hot path)
+                    topic, partition = self.tp
+                    cls = ConsumerRecord
+                    out.extend(
+                        [
+                            cls(
+                                topic,
+                                partition,
+                                r[0],
+                                r[1],
+                                ts_type,
+                                r[2],
+                                r[3],
+                                r[4],
+                                epoch,
+                                -1 if r[2] is None else len(r[2]),
+                                -1 if r[3] is None else len(r[3]),
+                            )
+                            for r in current[index:end]
+                        ]
+                    )
+                else:
+                    out.extend([make(r, ts_type, epoch) for r in current[index:end]])
                 self._index = end
                 self.next_fetch_offset = current[end - 1][0] + 1
                 self.last_epoch = epoch
@@ -166,20 +218,29 @@ class CompletedFetch:
 
 
 class FetchBuffer:
-    """Completed fetches by partition (at most one each: the fetcher waits for it to drain).
+    """Completed fetches waiting for the application, in order, per partition.
 
-    Filled by the network task, drained by the collector on the application side.
+    Filled by the network task, drained by the collector on the application side. A
+    partition may hold several fetches: the fetcher prefetches the next chunk (from
+    `next_offset`) while the application works through the current one.
     ``on_data`` is called whenever a fetch is added (the consumer wakes a waiting getmany).
+    ``len(buffer)`` counts fetches, so it changes whenever one is used up.
     """
 
     def __init__(self) -> None:
-        self._fetches: dict[TopicPartition, CompletedFetch] = {}
+        self._fetches: dict[TopicPartition, deque[CompletedFetch]] = {}
         self._bytes = 0
+        self._count = 0
+        self._tp_bytes: dict[TopicPartition, int] = {}
         self.on_data: Callable[[], None] = lambda: None
 
     @property
     def buffered_bytes(self) -> int:
         return self._bytes
+
+    def bytes_for(self, tp: TopicPartition) -> int:
+        """Bytes buffered for one partition."""
+        return self._tp_bytes.get(tp, 0)
 
     def has_data(self, tp: TopicPartition) -> bool:
         return tp in self._fetches
@@ -187,21 +248,52 @@ class FetchBuffer:
     def partitions(self) -> list[TopicPartition]:
         return list(self._fetches)
 
+    def next_offset(self, tp: TopicPartition) -> int | None:
+        """Where a fetch continuing after the buffered data of `tp` starts (None: no data,
+        or its end is unknown, e.g. a single batch larger than the fetch)."""
+        queue = self._fetches.get(tp)
+        return queue[-1].end_offset if queue else None
+
     def add(self, fetch: CompletedFetch) -> None:
-        old = self._fetches.pop(fetch.tp, None)
-        if old is not None:
-            self._bytes -= old.size
-        self._fetches[fetch.tp] = fetch
+        tp = fetch.tp
+        queue = self._fetches.get(tp)
+        if queue is None:
+            queue = self._fetches[tp] = deque()
+        queue.append(fetch)
+        self._count += 1
         self._bytes += fetch.size
+        self._tp_bytes[tp] = self._tp_bytes.get(tp, 0) + fetch.size
         self.on_data()
 
     def get(self, tp: TopicPartition) -> CompletedFetch | None:
-        return self._fetches.get(tp)
+        """The oldest buffered fetch of `tp`."""
+        queue = self._fetches.get(tp)
+        return queue[0] if queue else None
+
+    def pop(self, tp: TopicPartition) -> None:
+        """Forget the oldest fetch of `tp` (used up)."""
+        queue = self._fetches.get(tp)
+        if not queue:
+            return
+        fetch = queue.popleft()
+        self._forget(tp, fetch.size, 1)
+        if not queue:
+            del self._fetches[tp]
 
     def remove(self, tp: TopicPartition) -> None:
-        fetch = self._fetches.pop(tp, None)
-        if fetch is not None:
-            self._bytes -= fetch.size
+        """Drop every buffered fetch of `tp` (seek, reset, revocation)."""
+        queue = self._fetches.pop(tp, None)
+        if queue:
+            self._forget(tp, sum(f.size for f in queue), len(queue))
+
+    def _forget(self, tp: TopicPartition, size: int, count: int) -> None:
+        self._bytes -= size
+        self._count -= count
+        left = self._tp_bytes.get(tp, 0) - size
+        if left > 0:
+            self._tp_bytes[tp] = left
+        else:
+            self._tp_bytes.pop(tp, None)
 
     def retain(self, partitions: Collection[TopicPartition]) -> None:
         """Drop data of partitions no longer assigned."""
@@ -209,7 +301,7 @@ class FetchBuffer:
             self.remove(tp)
 
     def __len__(self) -> int:
-        return len(self._fetches)
+        return self._count
 
 
 class FetchCollector:
@@ -247,67 +339,62 @@ class FetchCollector:
         remaining = max_records if max_records is not None else 1 << 62
         result: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         subs = self._subscriptions
-        for tp in self._buffer.partitions():
+        buffer = self._buffer
+        for tp in buffer.partitions():
             if remaining <= 0:
                 break
             if partitions is not None and tp not in partitions:
                 continue
-            fetch = self._buffer.get(tp)
-            assert fetch is not None
             if not subs.is_assigned(tp):
-                self._buffer.remove(tp)
+                buffer.remove(tp)
                 continue
             st = subs.state(tp)
-            if (
-                st.position is None
-                or st.fetch_state is not FetchState.FETCHING
-                or st.position.offset != fetch.next_fetch_offset
-            ):
-                self._buffer.remove(tp)  # seek or reset since the fetch: stale data
-                continue
             if st.paused:
                 continue
-            try:
-                records = fetch.take(
-                    remaining,
-                    self._make(tp),
-                    read_committed=self._read_committed,
-                    check_crcs=self._check_crcs,
-                )
-            finally:
-                if fetch.exhausted:
-                    self._buffer.remove(tp)
-            if fetch.next_fetch_offset != st.position.offset:
-                subs.advance(tp, fetch.next_fetch_offset, fetch.last_epoch)
-            if records:
-                result[tp] = records
-                remaining -= len(records)
+            out: list[ConsumerRecord[Any, Any]] | None = None
+            while remaining > 0:
+                fetch = buffer.get(tp)
+                if fetch is None:
+                    break
+                if (
+                    st.position is None
+                    or st.fetch_state is not FetchState.FETCHING
+                    or st.position.offset != fetch.next_fetch_offset
+                ):
+                    buffer.remove(tp)  # seek or reset since the fetch: stale data
+                    break
+                try:
+                    records = fetch.take(
+                        remaining,
+                        self._make(tp),
+                        read_committed=self._read_committed,
+                        check_crcs=self._check_crcs,
+                    )
+                finally:
+                    if fetch.exhausted:
+                        buffer.pop(tp)
+                if fetch.next_fetch_offset != st.position.offset:
+                    subs.advance(tp, fetch.next_fetch_offset, fetch.last_epoch)
+                if records:
+                    if out is None:
+                        out = records
+                    else:
+                        out.extend(records)
+                    remaining -= len(records)
+                if not fetch.exhausted:
+                    break
+            if out:
+                result[tp] = out
         return result
 
-    def _make(self, tp: TopicPartition) -> RecordMaker:
-        """A builder of ConsumerRecords for `tp` (one closure per partition and call)."""
+    def _make(self, tp: TopicPartition) -> RecordMaker | None:
+        """A builder of ConsumerRecords for `tp` (one closure per partition and call); None
+        without deserializers (`CompletedFetch.take` then builds them inline)."""
         topic, partition = tp
         kd, vd = self._key_deserializer, self._value_deserializer
         cls = ConsumerRecord
         if kd is identity and vd is identity:
-
-            def make_plain(r: Any, ts_type: int, epoch: int | None) -> ConsumerRecord[Any, Any]:
-                key, value = r[2], r[3]
-                return cls(
-                    topic,
-                    partition,
-                    r[0],
-                    r[1],
-                    ts_type,
-                    key,
-                    value,
-                    r[4],
-                    epoch,
-                    -1 if key is None else len(key),
-                    -1 if value is None else len(value),
-                )
-
-            return make_plain
+            return None
 
         def make(r: Any, ts_type: int, epoch: int | None) -> ConsumerRecord[Any, Any]:
             key, value = r[2], r[3]

@@ -44,8 +44,10 @@ class FetchManager:
     """Builds Fetch requests for fetchable partitions and handles their responses.
 
     Sessionless full fetches (session_id 0, epoch -1): every request lists every partition
-    it wants. Prefetch: a partition is fetched again as soon as the application has drained
-    its buffered data, while total buffered bytes stay under the buffer cap.
+    it wants. Prefetch: while the application works through a partition's buffered data,
+    the next chunk (from where the buffered data ends) is fetched, as long as the partition
+    holds less than ``prefetch_bytes`` (default: max_partition_fetch_bytes) and the whole
+    buffer less than the buffer cap; memory stays bounded by those two settings.
     Errors travel to the application through `report_error` (the background-event queue).
     """
 
@@ -58,8 +60,13 @@ class FetchManager:
         report_error: Callable[[BaseException], None],
         *,
         rng: Callable[[], float] | None = None,
+        prefetch_bytes: int | None = None,
     ) -> None:
         self._subscriptions = subscriptions
+        # fetch ahead while a partition holds fewer buffered bytes than this (0: never)
+        self._prefetch_bytes = (
+            config.max_partition_fetch_bytes if prefetch_bytes is None else prefetch_bytes
+        )
         self._metadata = metadata
         self._buffer = buffer
         self._config = config
@@ -84,12 +91,21 @@ class FetchManager:
         if self._buffer.buffered_bytes >= self._config.buffer_max_bytes:
             return PollResult([], math.inf)  # the consumer wakes the driver after draining
         cluster = self._metadata.cluster
-        by_node: dict[int, list[TopicPartition]] = {}
+        by_node: dict[int, list[tuple[TopicPartition, int | None]]] = {}
         wait = math.inf
         need_metadata = False
-        for tp in self._subscriptions.fetchable_partitions():
-            if self._buffer.has_data(tp):
-                continue
+        buffer = self._buffer
+        subs = self._subscriptions
+        held: set[int] = set()  # nodes with a partition waiting for its buffer to drain
+        for tp in subs.fetchable_partitions():
+            start: int | None = None  # None: from the position
+            if buffer.has_data(tp):
+                start = buffer.next_offset(tp)
+                if start is None or buffer.bytes_for(tp) >= self._prefetch_bytes:
+                    leader = cluster.leader_for(tp)
+                    if leader is not None:
+                        held.add(leader)
+                    continue
             seen = self._awaiting_metadata.get(tp)
             if seen is not None:
                 if self._metadata.version <= seen:
@@ -111,21 +127,42 @@ class FetchManager:
             if now < node_retry:
                 wait = min(wait, node_retry - now)
                 continue
-            by_node.setdefault(leader, []).append(tp)
+            by_node.setdefault(leader, []).append((tp, start))
         if need_metadata:
             self._metadata.request_update()
+        for node in held.intersection(by_node):
+            # Only caught-up partitions left to ask for: the broker would hold that request
+            # for fetch_max_wait_ms, and the held partitions could not be fetched meanwhile
+            # (one request per node). Wait until they drain; draining wakes the driver.
+            if all(self._caught_up(tp, start) for tp, start in by_node[node]):
+                del by_node[node]
         requests = [self._build(node, tps) for node, tps in by_node.items()]
         return PollResult(requests, wait)
 
-    def _build(self, node: int, partitions: list[TopicPartition]) -> UnsentRequest:
+    def _caught_up(self, tp: TopicPartition, start: int | None) -> bool:
+        """The next fetch of `tp` starts at (or past) its last known high watermark."""
+        st = self._subscriptions.state(tp)
+        if st.high_watermark is None:
+            return False
+        if start is None:
+            if st.position is None:
+                return False
+            start = st.position.offset
+        return start >= st.high_watermark
+
+    def _build(
+        self, node: int, partitions: list[tuple[TopicPartition, int | None]]
+    ) -> UnsentRequest:
         cluster = self._metadata.cluster
         cfg = self._config
         topics: dict[str, FetchRequest.FetchTopic] = {}
         context = _InFlightFetch({})
         use_ids = True
-        for tp in partitions:
-            position = self._subscriptions.position(tp)
-            assert position is not None
+        for tp, start in partitions:
+            if start is None:
+                position = self._subscriptions.position(tp)
+                assert position is not None
+                start = position.offset
             topic = topics.get(tp.topic)
             if topic is None:
                 topic_id = cluster.topic_id(tp.topic) or _NO_ID
@@ -141,11 +178,11 @@ class FetchManager:
                 FetchRequest.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=-1 if epoch is None else epoch,
-                    fetch_offset=position.offset,
+                    fetch_offset=start,
                     partition_max_bytes=cfg.max_partition_fetch_bytes,
                 )
             )
-            context.offsets[tp] = position.offset
+            context.offsets[tp] = start
         request = FetchRequest(
             replica_id=-1,
             max_wait_ms=cfg.fetch_max_wait_ms,
@@ -210,8 +247,12 @@ class FetchManager:
         if not subs.is_assigned(tp):
             return
         st = subs.state(tp)
-        if st.position is None or st.position.offset != fetch_offset:
-            return  # seek or reset while the request was in flight
+        if st.position is None:
+            return  # reset while the request was in flight
+        # the data continues the buffered data, or (nothing buffered) starts at the position
+        expected = self._buffer.next_offset(tp) if self._buffer.has_data(tp) else st.position.offset
+        if expected != fetch_offset:
+            return  # seek, reset or a consumed prefetch while the request was in flight
         code = part.error_code
         if code == 0:
             subs.update_watermarks(

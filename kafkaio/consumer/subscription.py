@@ -258,9 +258,7 @@ class SubscriptionState:
         return [
             tp
             for tp, st in self._assignment.items()
-            if st.fetch_state is FetchState.FETCHING
-            and not st.paused
-            and not st.pending_revocation
+            if st.fetch_state is FetchState.FETCHING and not st.paused and not st.pending_revocation
         ]
 
     def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 from anyio.streams.tls import TLSStream
 
 from kafkaio.errors import (
@@ -326,10 +327,13 @@ class Connection:
         self._check_open()
         version = self.version_for(type(request)) if version is None else version
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
-        deadline = anyio.current_time() + seconds
+        now = anyio.current_time()
+        deadline = now + seconds
+        self.last_used = now
         waiter = _Waiter()
         with anyio.CancelScope(deadline=deadline) as scope:
-            await self._capacity.acquire()
+            await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
+            await _acquire(self._capacity)
             try:
                 await self._write(request, version, waiter, deadline)
             finally:
@@ -360,7 +364,9 @@ class Connection:
         self._check_open()
         version = self.version_for(type(request)) if version is None else version
         seconds = self.config.request_timeout_ms / 1000
-        deadline = anyio.current_time() + seconds
+        now = anyio.current_time()
+        deadline = now + seconds
+        self.last_used = now
         with anyio.CancelScope(deadline=deadline) as scope:
             await self._write(request, version, None, deadline)
         if scope.cancelled_caught:
@@ -378,14 +384,14 @@ class Connection:
     async def _write(
         self, request: Any, version: int, waiter: _Waiter | None, deadline: float
     ) -> None:
-        async with self._write_lock:
+        await _acquire(self._write_lock)
+        try:
             self._check_open()
             correlation_id = self._ids.next()
             frame = encode_request(request, version, correlation_id, self.config.client_id)
             if waiter is not None:
                 self._inflight.add(correlation_id, request.API_KEY, version, deadline, waiter)
                 waiter.registered = True
-            self.last_used = anyio.current_time()
             # A frame cut in half would desynchronise the stream: never cancel mid-write,
             # except at the request's own deadline (which then closes the connection).
             with anyio.CancelScope(deadline=deadline, shield=True) as write_scope:
@@ -405,16 +411,21 @@ class Connection:
                 )
                 await self._shutdown(error)
                 raise error
+        finally:
+            self._write_lock.release()
 
     async def _wait_for(self, waiter: _Waiter) -> None:
         while not waiter.done:
-            async with self._read_lock:
+            await _acquire(self._read_lock)
+            try:
                 if waiter.done:
                     return
                 if self.state is ConnectionState.CLOSED:
                     waiter.set_exception(KafkaConnectionError(f"connection to {self} is closed"))
                     return
                 await self._read_once()
+            finally:
+                self._read_lock.release()
 
     async def _read_once(self) -> None:
         try:
@@ -523,6 +534,15 @@ class Connection:
             f"<Connection {self} {self.state.value} "
             f"{self.config.security_protocol} in_flight={len(self._inflight)}>"
         )
+
+
+async def _acquire(resource: anyio.Lock | anyio.Semaphore) -> None:
+    """Take a free lock or permit without a trip through the event loop (anyio's own
+    ``acquire`` always yields once); wait in line only when it is taken."""
+    try:
+        resource.acquire_nowait()
+    except anyio.WouldBlock:
+        await resource.acquire()
 
 
 def describe_node(host: str, port: int, node_id: int | None) -> str:

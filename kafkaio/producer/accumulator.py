@@ -53,8 +53,13 @@ class RecordAccumulator:
         memory: MemoryBudget,
         clock: Callable[[], float] | None = None,
         transactional: bool = False,
+        keep_futures: bool = False,
     ) -> None:
         self.batch_size = batch_size
+        # Batches list their records' futures only when asked (for acknowledgement
+        # interceptors): a future refers to its batch, and a batch referring back would make a
+        # reference cycle that keeps completed batches alive until the cyclic GC runs.
+        self.keep_futures = keep_futures
         self.transactional = transactional  # batches are written with is_transactional set
         self._clock = clock  # read only when a batch is created (see append)
         self.compression = compression
@@ -93,8 +98,10 @@ class RecordAccumulator:
             if not batch.closed:
                 size = batch.builder.append(timestamp, key, value, headers)
                 if size is not None:
-                    fut = DeliveryFuture(batch, len(batch.futures), timestamp, key_size, value_size)
-                    batch.futures.append(fut)
+                    index = batch.builder.record_count - 1
+                    fut = DeliveryFuture(batch, index, timestamp, key_size, value_size)
+                    if self.keep_futures:
+                        batch.futures.append(fut)
                     batch.reserved_bytes += reserved
                     full = batch.builder.size_in_bytes() >= self.batch_size
                     if full:
@@ -113,7 +120,8 @@ class RecordAccumulator:
         size = builder.append(timestamp, key, value, headers)
         assert size is not None  # the first record always fits
         fut = DeliveryFuture(batch, 0, timestamp, key_size, value_size)
-        batch.futures.append(fut)
+        if self.keep_futures:
+            batch.futures.append(fut)
         batch.reserved_bytes = reserved
         dq.append(batch)
         self._incomplete[batch] = None
@@ -121,6 +129,41 @@ class RecordAccumulator:
         if full:
             batch.closed = True
         return AppendResult(fut, size, True, full or len(dq) > 1)
+
+    def try_append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        reserved: int,
+    ) -> tuple[DeliveryFuture, int] | None:
+        """The fast path of `append` for a record without headers: append to the partition's
+        open batch and return (future, size in the batch); None when a new batch is needed
+        (call `append` then). The caller wakes the sender when ``future.batch_closed``."""
+        dq = self._deques.get(tp)
+        if not dq:
+            return None
+        batch = dq[-1]
+        if batch.closed:
+            return None
+        builder = batch.builder
+        size = builder.append(timestamp, key, value, None)
+        if size is None:
+            return None
+        fut = DeliveryFuture(
+            batch,
+            builder.record_count - 1,
+            timestamp,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+        if self.keep_futures:
+            batch.futures.append(fut)
+        batch.reserved_bytes += reserved
+        if builder.size_in_bytes() >= self.batch_size:
+            batch.closed = True
+        return fut, size
 
     # -- sender side ---------------------------------------------------------------------
 

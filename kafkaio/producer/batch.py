@@ -14,6 +14,7 @@ from kafkaio.producer.future import DeliveryFuture
 from kafkaio.records import BatchBuilder
 
 NO_SEQUENCE = -1
+_FINISHED = BatchBuilder()  # stands in for the builder of every completed batch
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -48,6 +49,7 @@ class ProducerBatch:
         "log_append_time",
         "_payload",
         "_event",
+        "_record_count",
     )
 
     def __init__(
@@ -74,9 +76,12 @@ class ProducerBatch:
         self.log_append_time = -1
         self._payload: bytes | None = None
         self._event: anyio.Event | None = None
+        self._record_count = -1  # set when done (the builder is dropped then)
 
     @property
     def record_count(self) -> int:
+        if self._record_count >= 0:
+            return self._record_count
         return self.builder.record_count
 
     def size_in_bytes(self) -> int:
@@ -124,6 +129,9 @@ class ProducerBatch:
         self.done = True
         self.in_flight = False
         self._payload = None
+        # the records' futures may live on: free the builder's buffer now
+        self._record_count = self.builder.record_count
+        self.builder = _FINISHED
         if self._event is not None:
             self._event.set()
         for fut in self.with_callbacks:

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.config import split_connection_options
@@ -31,6 +32,7 @@ from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
 from kafkaio.producer.future import DeliveryFuture, RecordMetadata
 from kafkaio.producer.idempotence import IdempotenceManager, IdState
 from kafkaio.producer.memory import MemoryBudget
+from kafkaio.producer.murmur2 import partition_for_key
 from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.producer.sender import Sender
 from kafkaio.producer.transaction_state import TxnResult, TxnState
@@ -43,6 +45,17 @@ log = logging.getLogger("kafkaio.producer")
 
 HeadersArg = Sequence[tuple[str, "bytes | None"]] | Mapping[str, "bytes | None"] | None
 _BYTES = (bytes, bytearray, memoryview)
+_estimate = BatchBuilder.estimate_size_in_bytes
+
+
+@dataclass(slots=True)
+class _FastTopic:
+    """A topic's partitions as of one metadata version, for the enqueue fast path."""
+
+    version: int
+    partitions: list[int]
+    available: list[int]
+    tps: dict[int, TopicPartition]
 
 
 @dataclass(slots=True)
@@ -62,6 +75,11 @@ class _State(enum.Enum):
     RUNNING = "running"
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+# Enum member lookups are slow on the per-record path: look them up once.
+_RUNNING = _State.RUNNING
+_ID_FATAL = IdState.FATAL
 
 
 class Producer:
@@ -109,6 +127,7 @@ class Producer:
             memory=self._memory,
             clock=now_ms,
             transactional=config.transactional_id is not None,
+            keep_futures=any(hasattr(i, "on_acknowledgement") for i in config.interceptors),
         )
         self._idempotence = IdempotenceManager(
             enabled=config.idempotence_wanted,
@@ -141,6 +160,18 @@ class Producer:
         self._partitioner = DefaultPartitioner(config.batch_size)
         self._custom_partitioner = config.partitioner
         self._topics: dict[str, tuple[int, list[int], list[int]]] = {}
+        # Plain records (bytes, no serializers, interceptors, custom partitioner or
+        # transaction) take a synchronous fast path through `_try_fast`.
+        self._fast_ok = (
+            not self._send_interceptors
+            and config.key_serializer is None
+            and config.value_serializer is None
+            and config.partitioner is None
+            and self._txn is None
+        )
+        self._fast_topics: dict[str, _FastTopic] = {}
+        self._max_record_size = min(config.max_request_size, config.buffer_memory)
+        self._yield_next = False  # a batch filled up: give the network task a turn
         self._state = _State.NEW
         self._driver: NetworkDriver | None = None
         self._connections: ConnectionManager | None = None
@@ -284,6 +315,76 @@ class Producer:
         at most ``max_block_ms``: then KafkaTimeoutError). Raises RecordTooLargeError for a
         record larger than max_request_size or buffer_memory.
         """
+        if self._yield_next:
+            # The last record filled a batch: let the network task send it now, so sending
+            # overlaps with producing (a record is appended only after this point, so a
+            # cancellation here loses nothing).
+            self._yield_next = False
+            await anyio.lowlevel.checkpoint()
+        if (
+            self._fast_ok
+            and headers is None
+            and partition is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+        ):
+            future = self._try_fast(topic, value, key, timestamp_ms)
+            if future is not None:
+                return future
+        return await self._enqueue(topic, value, key, partition, headers, timestamp_ms)
+
+    def _try_fast(
+        self, topic: str, value: bytes, key: bytes | None, timestamp_ms: int | None
+    ) -> DeliveryFuture | None:
+        """Append a plain record to an open batch without waiting; None: take the slow path
+        (it also raises the errors, e.g. for a closed producer)."""
+        fast = self._fast_topics.get(topic)
+        if fast is None or fast.version != self._metadata.cluster.version:
+            return None
+        driver = self._driver
+        if (
+            self._state is not _RUNNING
+            or driver is None
+            or driver.fatal_error is not None
+            or not driver.running
+            or self._idempotence.state is _ID_FATAL
+        ):
+            return None
+        size = _estimate(key, value, None)
+        memory = self._memory
+        if size > self._max_record_size or memory.waiters or memory.used + size > memory.limit:
+            return None
+        if key is None:
+            partition = self._partitioner.partition(topic, None, fast.partitions, fast.available)
+        else:
+            partition = fast.partitions[partition_for_key(key, len(fast.partitions))]
+        tp = fast.tps.get(partition)
+        if tp is None:
+            return None
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        appended = self._accumulator.try_append(tp, timestamp_ms, key, value, size)
+        if appended is None:
+            return None
+        memory.used += size
+        future, record_size = appended
+        if key is None:
+            self._partitioner.on_append(topic, None, partition, record_size)
+        if future.batch_closed:
+            driver.wakeup()
+            self._yield_next = True
+        return future
+
+    async def _enqueue(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: HeadersArg,
+        timestamp_ms: int | None,
+    ) -> DeliveryFuture:
+        """The general path of `enqueue` (serializers, interceptors, headers, waits)."""
         self._check_open()
         txn = self._txn
         if txn is not None:
@@ -352,6 +453,8 @@ class Producer:
         if result.new_batch or result.batch_full:
             assert self._driver is not None
             self._driver.wakeup()
+            if result.batch_full:
+                self._yield_next = True
         return result.future
 
     async def flush(self, timeout: float | None = None) -> None:
@@ -542,6 +645,9 @@ class Producer:
             if partitions:
                 entry = (cluster.version, partitions, cluster.available_partitions_for(topic))
                 self._topics[topic] = entry
+                self._fast_topics[topic] = _FastTopic(
+                    entry[0], entry[1], entry[2], {p: TopicPartition(topic, p) for p in entry[1]}
+                )
                 return entry
             error = metadata.topic_errors().get(topic)
             if error is not None:

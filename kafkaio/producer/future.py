@@ -54,6 +54,11 @@ class DeliveryFuture:
     def done(self) -> bool:
         return self._batch.done
 
+    @property
+    def batch_closed(self) -> bool:
+        """True once the record's batch takes no more records (full, or sent)."""
+        return self._batch.closed
+
     def exception(self) -> BaseException | None:
         """The delivery error, or None once delivered. Raises if not done yet."""
         batch = self._batch

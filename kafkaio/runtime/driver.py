@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
@@ -62,6 +63,8 @@ class NetworkDriver:
         self._extra_nodes = extra_nodes
         self._published_extra: dict[int, tuple[str, int]] = {}
         self._wake = anyio.Event()
+        # when the main loop's current sleep ends (ms; -inf while it is not sleeping)
+        self._sleep_until = -math.inf
         self._metadata_event = anyio.Event()
         self._metadata_version = metadata.version
         self._stopping = False
@@ -111,16 +114,23 @@ class NetworkDriver:
 
     # -- the loop -------------------------------------------------------------------------
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self._running = True
             task_status.started()
             try:
                 while not self._stopping:
-                    wait_ms = self.run_once()
-                    with anyio.move_on_after(min(wait_ms, MAX_IDLE_MS) / 1000.0):
-                        await self._wake.wait()
+                    wait_ms = min(self.run_once(), MAX_IDLE_MS)
+                    if self._wake.is_set():
+                        await anyio.lowlevel.checkpoint()  # let the other tasks run first
+                    else:
+                        self._sleep_until = now_ms() + wait_ms
+                        with anyio.move_on_after(wait_ms / 1000.0):
+                            await self._wake.wait()
+                        self._sleep_until = -math.inf
                     self._wake = anyio.Event()
             except Exception as exc:  # a manager bug: stop, and make every caller see it
                 log.exception("kafkaio network task stopped by an unexpected error")
@@ -132,17 +142,45 @@ class NetworkDriver:
 
     def run_once(self) -> float:
         """Poll every manager once, start sending their requests; returns ms to sleep."""
+        requests, wait = self._poll_managers()
         assert self._tg is not None
+        for request in requests:
+            self._tg.start_soon(self._send, request)
+        return wait
+
+    def _poll_managers(self) -> tuple[list[UnsentRequest], float]:
         now = now_ms()
         wait = math.inf
+        requests: list[UnsentRequest] = []
         self._publish_extra_nodes()
         for manager in self._managers:
             result = manager.poll(now)
-            for request in result.requests:
-                self._tg.start_soon(self._send, request)
-            wait = min(wait, result.next_poll_ms)
+            if result.requests:
+                requests.extend(result.requests)
+            if result.next_poll_ms < wait:
+                wait = result.next_poll_ms
         self._publish_metadata()
-        return max(wait, 0.0)
+        return requests, max(wait, 0.0)
+
+    def _poll_after_response(self) -> UnsentRequest | None:
+        """Poll the managers right after a handler ran, from the task that ran it.
+
+        Saves the main loop a wake-up per response: new requests start at once (the first
+        in the calling task itself), and the loop is woken only if a manager wants to be
+        polled before the loop's current sleep ends.
+        """
+        if self._stopping or not self._running:
+            self.wakeup()
+            return None
+        requests, wait = self._poll_managers()
+        if now_ms() + wait < self._sleep_until:
+            self.wakeup()
+        if not requests:
+            return None
+        assert self._tg is not None
+        for request in requests[1:]:
+            self._tg.start_soon(self._send, request)
+        return requests[0]
 
     def _publish_metadata(self) -> None:
         version = self.metadata.version
@@ -167,6 +205,16 @@ class NetworkDriver:
         self.connections.update_nodes(nodes)
 
     async def _send(self, unsent: UnsentRequest) -> None:
+        request: UnsentRequest | None = unsent
+        while request is not None:
+            if not await self._send_one(request):
+                # a failure may come without any wait (no connection): yield before the
+                # next request, so a manager retrying at once cannot starve the event loop
+                await anyio.lowlevel.checkpoint()
+            request = self._poll_after_response()
+
+    async def _send_one(self, unsent: UnsentRequest) -> bool:
+        """Send one request and run its handler; False if it failed."""
         response: Any = None
         error: BaseException | None = None
         try:
@@ -196,4 +244,5 @@ class NetworkDriver:
             log.exception("a request handler failed; stopping the network task")
             self._fatal = exc
             self._stopping = True
-        self.wakeup()
+            self.wakeup()
+        return error is None

@@ -94,7 +94,8 @@ class CommitManager:
     """Commits and fetches the group's offsets through the coordinator.
 
     * Auto-commit (``auto_commit``): every ``auto_commit_interval_ms`` commits
-      ``subscriptions.all_consumed()`` minus what was already committed, one at a time,
+      the consumed offsets (``consumed_offsets``, by default ``subscriptions.all_consumed()``)
+      minus what was already committed, one at a time,
       retried after the backoff on retriable errors.
     * `commit_async` tries once (after waiting for the coordinator); `commit_sync` retries
       retriable errors until ``deadline_ms`` and then fails with KafkaTimeoutError.
@@ -125,11 +126,16 @@ class CommitManager:
         require_stable: bool = True,
         initialize_positions: bool = True,
         validate_positions: bool = False,
+        consumed_offsets: Callable[[], dict[TopicPartition, OffsetAndMetadata]] | None = None,
         backoff_jitter: float = 0.2,
         rng: Callable[[], float] = random.random,
     ) -> None:
         self.group_id = group_id
         self._subscriptions = subscriptions
+        # What auto-commit and commit-before-revoke commit: by default every position, but a
+        # consumer that collects records ahead of handing them out passes the positions of
+        # what the application really received.
+        self._consumed_offsets = consumed_offsets or subscriptions.all_consumed
         self._coordinator = coordinator
         self._member = member
         self.auto_commit = auto_commit
@@ -169,7 +175,7 @@ class CommitManager:
         """Commit consumed offsets before a revocation or close (None: auto-commit is off)."""
         if not self.auto_commit:
             return None
-        return self.commit_sync(self._subscriptions.all_consumed(), deadline_ms)
+        return self.commit_sync(self._consumed_offsets(), deadline_ms)
 
     def fetch_committed(
         self, partitions: Iterable[TopicPartition], deadline_ms: float
@@ -276,7 +282,7 @@ class CommitManager:
                 return  # rebalancing: the revocation commits instead
         changed = {
             tp: om
-            for tp, om in self._subscriptions.all_consumed().items()
+            for tp, om in self._consumed_offsets().items()
             if self._committed.get(tp) != om.offset
         }
         if not changed:

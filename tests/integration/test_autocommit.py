@@ -1,0 +1,58 @@
+"""Auto-commit commits only what the application received, never records collected ahead.
+
+`async for` / getone() collect up to max_poll_records at once and hand them out one by one;
+a timed auto-commit in between must commit the offset after the last record handed out, or a
+crash would skip the records still waiting in the consumer.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from kafkaio import Admin, Consumer, Producer, TopicPartition
+from kafkaio.testing import BrokerInfo
+
+pytestmark = pytest.mark.integration
+
+
+async def test_auto_commit_counts_only_records_handed_out(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    await tansu_broker.create_topic(unique_topic, 1)
+    async with Producer(tansu_broker.bootstrap) as producer:
+        for i in range(20):
+            await producer.enqueue(unique_topic, value=b"v%d" % i, partition=0)
+        await producer.flush()
+    group = unique_topic + "-g"
+    tp = TopicPartition(unique_topic, 0)
+    consumer = Consumer(
+        unique_topic,
+        bootstrap_servers=tansu_broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=100,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    async with Admin(tansu_broker.bootstrap) as admin:
+        async with consumer:
+            received = []
+            with anyio.fail_after(30):
+                async for record in consumer:
+                    received.append(record.offset)
+                    if len(received) == 5:
+                        break
+            # the consumer has collected all 20 records; only 5 were handed out
+            with anyio.fail_after(10):
+                while True:
+                    committed = (await admin.list_group_offsets(group, [tp]))[tp].offset
+                    if committed is not None and committed >= 5:
+                        break
+                    await anyio.sleep(0.1)
+            await anyio.sleep(0.5)  # several more auto-commit intervals
+            committed = (await admin.list_group_offsets(group, [tp]))[tp].offset
+            assert received == [0, 1, 2, 3, 4]
+            assert committed == 5
+        committed = (await admin.list_group_offsets(group, [tp]))[tp].offset
+        assert committed == 5  # close() commits what was handed out, not what was collected
