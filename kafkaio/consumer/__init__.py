@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafkaio.consumer.consumer import Consumer
-from kafkaio.consumer.errors import NoOffsetForPartitionError
+from kafkaio.consumer.errors import LogTruncationError, NoOffsetForPartitionError
 from kafkaio.consumer.group.assignors import (
     ConsumerPartitionAssignor,
     RangeAssignor,
@@ -21,6 +21,7 @@ __all__ = [
     "ConsumerGroupMetadata",
     "ConsumerPartitionAssignor",
     "ConsumerRecord",
+    "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
     "RangeAssignor",
