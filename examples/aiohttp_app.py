@@ -4,9 +4,10 @@
 
 POST /produce ({"value": ..., "key": ..., "partition": ...}) sends a record and returns
 where it landed; a background ConsumerRunner keeps the last records in memory (GET /recent);
-GET /health shows the consumer loop's state and lag per partition (503 when it is not
-running). Cleanup stops the loop, commits what was handled and leaves the group. Needs
-``pip install 'kafkaio[aiohttp]'``.
+GET /health shows the consumer loop's state and lag per partition and the client's health
+snapshot (connections, group state; 503 when either is unhealthy); GET /metrics the
+clients' metrics (Java names). Cleanup stops the loop, commits what was handled and leaves
+the group. Needs ``pip install 'kafkaio[aiohttp]'``.
 """
 
 from __future__ import annotations
@@ -119,18 +120,32 @@ def create_app(
     async def health(request: web.Request) -> web.Response:
         k = request.app[KAFKA]
         status = k.runner.status()
+        client = k.runner.consumer.health()
+        healthy = status.healthy and client.healthy
         body = {
-            "status": "ok" if status.healthy else "degraded",
+            "status": "ok" if healthy else "degraded",
             "consumer": status.as_dict(),
+            "consumer_client": client.as_dict(),  # connections, group state, lag
             "producer": {"buffered_bytes": k.producer.buffered_bytes},
         }
-        return web.json_response(body, status=200 if status.healthy else 503)
+        return web.json_response(body, status=200 if healthy else 503)
+
+    async def metrics(request: web.Request) -> web.Response:
+        k = request.app[KAFKA]
+        read = getattr(k.producer, "metrics", None)
+        return web.json_response(
+            {
+                "consumer": k.runner.consumer.metrics(),
+                "producer": read() if callable(read) else {},
+            }
+        )
 
     app = web.Application()
     app.cleanup_ctx.append(kafka_context)
     app.router.add_post("/produce", produce)
     app.router.add_get("/recent", recent)
     app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
     return app
 
 

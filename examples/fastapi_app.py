@@ -4,7 +4,8 @@
 
 POST /produce sends a record and returns where it landed; a background ConsumerRunner keeps
 the last records of the topic in memory (GET /recent); GET /health shows the consumer loop's
-state and lag per partition (503 when the loop is not running). Shutdown stops the loop,
+state and lag per partition and the client's health snapshot (connections, group state; 503
+when either is unhealthy); GET /metrics the clients' metrics (Java names). Shutdown stops the loop,
 commits what was handled and leaves the group. Needs ``pip install 'kafkaio[fastapi]'``.
 """
 
@@ -69,6 +70,27 @@ class Kafka:
     recent: RecentRecords
 
 
+def health_body(k: Kafka) -> tuple[dict[str, Any], bool]:
+    """The /health answer: the consumer loop's status and the clients' health snapshots
+    (connections, group state, lag); healthy when both the loop and the client are."""
+    status = k.runner.status()
+    client = k.runner.consumer.health()
+    healthy = status.healthy and client.healthy
+    body = {
+        "status": "ok" if healthy else "degraded",
+        "consumer": status.as_dict(),
+        "consumer_client": client.as_dict(),
+        "producer": {"buffered_bytes": k.producer.buffered_bytes},
+    }
+    return body, healthy
+
+
+def producer_metrics(producer: Producer) -> dict[str, Any]:
+    """The producer's metrics, where this kafkaio version has them."""
+    read = getattr(producer, "metrics", None)
+    return read() if callable(read) else {}
+
+
 def create_app(
     bootstrap_servers: str | None = None,
     topic: str | None = None,
@@ -129,13 +151,13 @@ def create_app(
     @app.get("/health")
     async def health(request: Request) -> JSONResponse:
         k = kafka(request)
-        status = k.runner.status()
-        body = {
-            "status": "ok" if status.healthy else "degraded",
-            "consumer": status.as_dict(),
-            "producer": {"buffered_bytes": k.producer.buffered_bytes},
-        }
-        return JSONResponse(body, status_code=200 if status.healthy else 503)
+        body, healthy = health_body(k)
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> dict[str, Any]:
+        k = kafka(request)
+        return {"consumer": k.runner.consumer.metrics(), "producer": producer_metrics(k.producer)}
 
     return app
 

@@ -46,6 +46,17 @@ from kafkaio.consumer.validation import PositionValidationManager
 from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
+from kafkaio.metrics import (
+    ConnectionHealth,
+    GroupHealth,
+    HealthSnapshot,
+    MetricsRegistry,
+    MetricsSnapshot,
+    make_registry,
+)
+from kafkaio.metrics.connection import ConnectionMetrics
+from kafkaio.metrics.consumer import ConsumerMetrics, RebalanceTimer
+from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
@@ -89,6 +100,7 @@ class Consumer:
         *topics: str,
         bootstrap_servers: str | Sequence[str] = "localhost:9092",
         group_id: str | None = None,
+        metrics_enabled: bool = True,
         **options: Any,
     ) -> None:
         options.setdefault("client_id", "kafkaio-consumer")
@@ -103,6 +115,11 @@ class Consumer:
             )
         self._bootstrap_servers = bootstrap_servers
         self._conn_config = conn_config
+        # metrics (metrics_enabled=False: a null registry, recording does nothing)
+        self._registry = make_registry(conn_config.client_id or "", "consumer", metrics_enabled)
+        self._m = ConsumerMetrics(self._registry)
+        self._conn_metrics = ConnectionMetrics(self._registry)
+        self._last_poll_ms: float | None = None
         self._subscriptions = subs = SubscriptionState(config.reset_strategy)
         self._metadata = MetadataManager(
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -141,8 +158,16 @@ class Consumer:
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
         )
-        managers += [self._offsets, self._validation, self._fetcher]
+        fetcher: RequestManager = self._fetcher
+        if self._registry.enabled:
+            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
+        managers += [self._offsets, self._validation, fetcher]
         self._managers = managers
+        self._m.bind_gauges(
+            lags=self._lags,
+            assigned_partitions=lambda now: float(len(subs.assigned_partitions())),
+            last_poll_seconds_ago=self._seconds_since_poll,
+        )
         self._processor.register(ListOffsetsEvent, self._offsets.list_offsets)
         self._processor.register(AwaitPositionsEvent, self._offsets.await_positions)
         self._collector = FetchCollector(
@@ -208,6 +233,8 @@ class Consumer:
                 rack_id=config.client_rack,
             )
         self._membership = membership
+        if self._registry.enabled:
+            membership.on_transition = RebalanceTimer(self._m)
         # the one lookup of committed offsets for new partitions (subscribe and assign)
         self._commits = commits = CommitManager(
             group_id,
@@ -264,12 +291,17 @@ class Consumer:
         if self._driver is not None:
             raise KafkaError("the consumer is already started; a consumer starts once")
         self._data_ready = anyio.Event()
-        self._connections = ConnectionManager(self._bootstrap_servers, self._conn_config)
+        self._connections = ConnectionManager(
+            self._bootstrap_servers,
+            self._conn_config,
+            metrics=self._conn_metrics if self._registry.enabled else None,
+        )
         self._driver = NetworkDriver(
             self._connections,
             self._metadata,
             self._managers,
             extra_nodes=None if self._coordinator is None else self._coordinator.addresses,
+            io_wait=self._conn_metrics.io_wait if self._registry.enabled else None,
         )
         self._events.set_wakeup(self._driver.wakeup)
         tg = anyio.create_task_group()
@@ -367,6 +399,96 @@ class Consumer:
     def _notify(self) -> None:
         if self._data_ready is not None:
             self._data_ready.set()
+
+    # -- metrics and health ---------------------------------------------------------------
+
+    @property
+    def metrics_registry(self) -> MetricsRegistry:
+        """The registry behind ``metrics()`` (for exporters, e.g. kafkaio.metrics.otel)."""
+        return self._registry
+
+    def metrics(self) -> MetricsSnapshot:
+        """The consumer's metrics now, under the Java client's names, as a plain dict:
+        ``{"records-consumed-total": ..., "fetch-latency-avg": ..., "connection-count": ...,
+        "partitions": {"topic-0": {"records-lag": ...}}}`` ({} with metrics_enabled=False).
+        Rates and averages cover the last 30-60 s; ``*-total`` count since the start."""
+        return self._registry.snapshot()
+
+    def health(self) -> HealthSnapshot:
+        """Connections, group membership and lag now (for health endpoints)."""
+        now = now_ms()
+        connections: list[ConnectionHealth] = []
+        if self._connections is not None:
+            connections = self._connections.connection_states()
+        group = None
+        membership = self._membership
+        if membership is not None:
+            generation = membership.generation
+            group = GroupHealth(
+                membership.group_id,
+                membership.state.value,
+                generation.generation_id,
+                generation.member_id,
+                len(self._subscriptions.assigned_partitions()),
+            )
+        lags: dict[str, int | None] = {}
+        known = self._lags(now)
+        for tp in sorted(self._subscriptions.assigned_partitions()):
+            lag = known.get((tp.topic, str(tp.partition)))
+            lags[f"{tp.topic}-{tp.partition}"] = None if lag is None else int(lag)
+        driver = self._driver
+        fatal = None if driver is None else driver.fatal_error
+        if fatal is None and membership is not None:
+            fatal = membership.fatal_error
+        since = self._seconds_since_poll(now)
+        return HealthSnapshot(
+            self._conn_config.client_id or "",
+            "consumer",
+            driver is not None and driver.running and not self._closed,
+            connections,
+            group,
+            lags,
+            None if since < 0 else since,
+            None if fatal is None else repr(fatal),
+        )
+
+    def _record_poll(self, records: Records, consumed_bytes: int) -> None:
+        """Poll metrics: records and bytes handed out, lag of the partitions that had some
+        (per poll and partition, never per record)."""
+        m = self._m
+        now = self._last_poll_ms or 0.0
+        m.poll.record(1.0, now)
+        count = 0
+        subs = self._subscriptions
+        for tp, batch in records.items():
+            count += len(batch)
+            lag = subs.lag(tp)
+            if lag is not None:
+                m.partition_lag.get(tp.topic, str(tp.partition)).record(lag, now)
+        m.records_consumed.record(count, now)
+        if consumed_bytes > 0:
+            m.bytes_consumed.record(consumed_bytes, now)
+
+    def _lags(self, now: float) -> dict[tuple[str, ...], float]:
+        """records-lag per assigned partition: high watermark minus the next offset to hand
+        out (records collected but not handed out yet still count as lag)."""
+        subs = self._subscriptions
+        pending = self._pending.first_pending()
+        out: dict[tuple[str, ...], float] = {}
+        for tp in subs.assigned_partitions():
+            st = subs.state(tp)
+            if st.high_watermark is None or st.position is None:
+                continue
+            first = pending.get(tp)
+            position = st.position.offset if first is None else first.offset
+            out[(tp.topic, str(tp.partition))] = float(max(st.high_watermark - position, 0))
+        return out
+
+    def _seconds_since_poll(self, now: float) -> float:
+        """last-poll-seconds-ago (-1 before the first poll)."""
+        if self._last_poll_ms is None:
+            return -1.0
+        return (now - self._last_poll_ms) / 1000.0
 
     # -- subscription and assignment ------------------------------------------------------
 
@@ -626,6 +748,8 @@ class Consumer:
                 event.fail(h.error)
             else:
                 event.complete(h.result)
+                end = now_ms()
+                self._m.commit_latency.record(end - now, end)
             if event.on_done is not None:
                 event.on_done(h.error)
             elif h.error is not None and not event.retry:
@@ -790,7 +914,9 @@ class Consumer:
     ) -> Records:
         """One application poll: group bookkeeping, background steps, then records."""
         driver = self._check()
-        deadline = anyio.current_time() + timeout_ms / 1000
+        started = anyio.current_time()
+        deadline = started + timeout_ms / 1000
+        self._last_poll_ms = started * 1000.0
         while True:
             self._poll_group()
             await self._run_background()
@@ -801,10 +927,13 @@ class Consumer:
                 if records:
                     return records
             before = len(self._buffer)
+            before_bytes = self._buffer.buffered_bytes
             records = self._collector.collect(limit, only)
             if len(self._buffer) != before:
                 driver.wakeup()  # buffer space freed: the fetcher may prefetch
             if records:
+                if self._registry.enabled:
+                    self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
                 return records
             self._raise_missing_offsets()
             remaining = deadline - anyio.current_time()

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -15,8 +16,12 @@ import anyio
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
+from kafkaio.metrics.connection import ConnectionMetrics
+from kafkaio.metrics.health import ConnectionHealth
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.connection import Connection, describe_node
+
+log = logging.getLogger("kafkaio.net")
 
 DEFAULT_PORT = 9092
 
@@ -118,8 +123,13 @@ class ConnectionManager:
         config: ConnectionConfig | None = None,
         *,
         rand: Callable[[], float] = random.random,
+        metrics: ConnectionMetrics | None = None,
     ) -> None:
         self.config = config if config is not None else ConnectionConfig()
+        # metrics: connections opened/closed (sensors) and open connections (a gauge)
+        self._metrics = metrics
+        if metrics is not None:
+            metrics.bind_connection_count(lambda now: float(self.connection_count()))
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
         self._backoff = ExponentialBackoff(
             self.config.reconnect_backoff_ms, self.config.reconnect_backoff_max_ms
@@ -274,8 +284,10 @@ class ConnectionManager:
                     return conn
                 await conn.close()
                 slot.conn = None
+                self._record_close()
             elif slot.conn is not None:  # lost since last use: reconnect after a short backoff
                 slot.conn = None
+                self._record_close()
                 delay = self._backoff.delay_ms(0, self._rand) / 1000
                 slot.next_attempt = max(slot.next_attempt, anyio.current_time() + delay)
             attempt = slot.attempt
@@ -302,6 +314,13 @@ class ConnectionManager:
             slot.next_attempt = anyio.current_time() + delay
             slot.failed_attempt = generation
             slot.error = exc
+            log.warning(
+                "connecting to %s failed (%d in a row; next attempt in %.2f s): %s",
+                describe_node(slot.host, slot.port, slot.node_id),
+                slot.failures,
+                delay,
+                exc,
+            )
             raise
         finally:
             slot.attempt = None
@@ -313,6 +332,9 @@ class ConnectionManager:
         slot.next_attempt = 0.0
         slot.error = None
         slot.conn = conn
+        if self._metrics is not None:
+            now = anyio.current_time() * 1000.0
+            self._metrics.created.record(1.0, now)
         return conn
 
     # -- upkeep -------------------------------------------------------------------------
@@ -334,6 +356,7 @@ class ConnectionManager:
             if conn is not None and self._idle(conn, now):
                 await conn.close()
                 slot.conn = None
+                self._record_close()
                 closed += 1
         return closed
 
@@ -343,8 +366,51 @@ class ConnectionManager:
         for conn in retired:
             if not conn.closed:
                 await conn.close()
+                self._record_close()
                 count += 1
         return count
+
+    def _record_close(self) -> None:
+        if self._metrics is not None:
+            self._metrics.closed.record(1.0, anyio.current_time() * 1000.0)
+
+    # -- state for metrics and health checks --------------------------------------------
+
+    def connection_count(self) -> int:
+        """Open connections (to nodes and bootstrap servers)."""
+        return sum(
+            1
+            for slot in (*self._node_slots.values(), *self._bootstrap_slots.values())
+            if slot.open_connection() is not None
+        )
+
+    def connection_states(self) -> list[ConnectionHealth]:
+        """Every known address and its state: connected, connecting, backoff (the last
+        attempt failed) or disconnected."""
+        out = []
+        now = anyio.current_time()
+        slots = [*self._node_slots.values(), *self._bootstrap_slots.values()]
+        for slot in slots:
+            conn = slot.open_connection()
+            if conn is not None:
+                state = "connected"
+            elif slot.attempt is not None:
+                state = "connecting"
+            elif slot.error is not None and slot.next_attempt > now:
+                state = "backoff"
+            else:
+                state = "disconnected"
+            out.append(
+                ConnectionHealth(
+                    "bootstrap" if slot.node_id is None else str(slot.node_id),
+                    slot.host,
+                    slot.port,
+                    state,
+                    0 if conn is None else conn.in_flight,
+                    None if slot.error is None else str(slot.error),
+                )
+            )
+        return out
 
     def _check_open(self) -> None:
         if self._closed:
@@ -360,6 +426,10 @@ class ConnectionManager:
         ]
         conns += self._retired
         self._retired = []
+        if self._metrics is not None:
+            for conn in conns:
+                if not conn.closed:
+                    self._record_close()
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for conn in conns:

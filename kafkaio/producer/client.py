@@ -24,6 +24,15 @@ from kafkaio.config import split_connection_options
 from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
+from kafkaio.metrics import (
+    HealthSnapshot,
+    MetricsRegistry,
+    MetricsSnapshot,
+    make_registry,
+)
+from kafkaio.metrics.connection import ConnectionMetrics
+from kafkaio.metrics.producer import ProducerMetrics, ProducerRecorder
+from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import ProducerBatch
@@ -39,6 +48,7 @@ from kafkaio.producer.transaction_state import TxnResult, TxnState
 from kafkaio.producer.transactions import TransactionManager, group_metadata_of
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.requests import RequestManager
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 log = logging.getLogger("kafkaio.producer")
@@ -93,6 +103,7 @@ class Producer:
     enable_idempotence, partitioner, metadata_max_age_ms, max_block_ms, key_serializer,
     value_serializer, interceptors) plus every connection option (client_id,
     request_timeout_ms, max_in_flight_requests_per_connection, security_protocol, ...).
+    ``metrics_enabled=False`` turns metrics off (``metrics()`` then reads ``{}``).
 
     Call ``start``/``close`` from the same task (``async with`` does). Every record handed
     to the producer ends with metadata or an error: ``close`` flushes, and records it could
@@ -105,12 +116,22 @@ class Producer:
     See docs/transactions.md.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        metrics_enabled: bool = True,
+        **options: Any,
+    ) -> None:
         options.setdefault("client_id", "kafkaio-producer")
         conn_config, own = split_connection_options(options, PRODUCER_OPTIONS, "Producer")
         config = self.config = ProducerConfig.from_options(own, conn_config)
         self._bootstrap = bootstrap_servers
         self._conn_config = conn_config
+        # metrics (metrics_enabled=False: a null registry, recording does nothing)
+        self._registry = make_registry(conn_config.client_id or "", "producer", metrics_enabled)
+        self._m = ProducerMetrics(self._registry)
+        self._conn_metrics = ConnectionMetrics(self._registry)
         backoff = ExponentialBackoff(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._metadata = MetadataManager(
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -118,7 +139,12 @@ class Producer:
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             allow_auto_topic_creation=True,
         )
-        self._memory = MemoryBudget(config.buffer_memory)
+        self._memory = memory = MemoryBudget(config.buffer_memory)
+        self._m.bind_gauges(
+            buffer_total=lambda now: float(memory.limit),
+            buffer_available=lambda now: float(memory.available),
+            waiting=lambda now: float(memory.waiters),
+        )
         self._accumulator = RecordAccumulator(
             batch_size=config.batch_size,
             compression=config.compression_type,
@@ -156,6 +182,7 @@ class Producer:
             backoff=backoff,
             on_batch_done=self._acknowledge if self._acks_interceptors else None,
             transactions=self._txn,
+            recorder=ProducerRecorder(self._m) if self._registry.enabled else None,
         )
         self._partitioner = DefaultPartitioner(config.batch_size)
         self._custom_partitioner = config.partitioner
@@ -195,19 +222,30 @@ class Producer:
         """Start the network task and load cluster metadata (fails if no broker answers)."""
         if self._state is not _State.NEW:
             raise KafkaError("a Producer can be started once; make a new one")
-        self._connections = ConnectionManager(self._bootstrap, self._conn_config)
+        enabled = self._registry.enabled
+        self._connections = ConnectionManager(
+            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
+        )
+        sender: RequestManager = self._sender
+        if enabled:
+            sender = TimedManager(self._sender, self._m.request_latency)
         self._driver = NetworkDriver(
             self._connections,
             self._metadata,
-            [self._sender],
+            [sender],
             extra_nodes=None if self._txn is None else self._txn.addresses,
+            io_wait=self._conn_metrics.io_wait if enabled else None,
         )
         self._stack = AsyncExitStack()
         tg = await self._stack.enter_async_context(anyio.create_task_group())
         await tg.start(self._run_driver)
         self._state = _State.RUNNING
-        with anyio.move_on_after(self.config.max_block_ms / 1000.0):
-            await self._driver.wait_for_metadata(0)
+        try:
+            with anyio.move_on_after(self.config.max_block_ms / 1000.0):
+                await self._driver.wait_for_metadata(0)
+        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
+            await self.close(timeout=0)
+            raise
         if self._metadata.version == 0:
             error = self._metadata.last_error
             await self.close(timeout=0)
@@ -481,6 +519,37 @@ class Producer:
         """The partition indexes of ``topic`` (waits for its metadata up to max_block_ms)."""
         self._check_open()
         return list((await self._partitions(topic))[1])
+
+    # -- metrics and health --------------------------------------------------------------
+
+    @property
+    def metrics_registry(self) -> MetricsRegistry:
+        """The registry behind ``metrics()`` (for exporters, e.g. kafkaio.metrics.otel)."""
+        return self._registry
+
+    def metrics(self) -> MetricsSnapshot:
+        """The producer's metrics now, under the Java client's names, as a plain dict:
+        ``{"record-send-total": ..., "request-latency-avg": ..., "buffer-available-bytes":
+        ..., "connection-count": ..., "topics": {...}}`` ({} with metrics_enabled=False).
+        Rates and averages cover the last 30-60 s; ``*-total`` count since the start."""
+        return self._registry.snapshot()
+
+    def health(self) -> HealthSnapshot:
+        """Connections and the producer's state now (for health endpoints)."""
+        connections = [] if self._connections is None else self._connections.connection_states()
+        driver = self._driver
+        fatal = None if driver is None else driver.fatal_error
+        if fatal is None and self._idempotence.state is _ID_FATAL:
+            fatal = self._idempotence.fatal_error
+        if fatal is None and self._txn is not None:
+            fatal = self._txn.fatal_error
+        return HealthSnapshot(
+            self._conn_config.client_id or "",
+            "producer",
+            self._state is _RUNNING and driver is not None and driver.running,
+            connections,
+            error=None if fatal is None else repr(fatal),
+        )
 
     # -- transactions --------------------------------------------------------------------
 

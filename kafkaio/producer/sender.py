@@ -23,6 +23,7 @@ from kafkaio.errors import (
 )
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
+from kafkaio.metrics.producer import ProducerRecorder
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
 from kafkaio.producer.config import ProducerConfig
@@ -52,6 +53,9 @@ class Sender:
     coordinator requests go out one at a time, batches are drained only for partitions
     already added to the transaction, unsent batches are dropped while a transaction is
     being aborted, and a batch that fails for good fails the transaction (abortable).
+
+    A ``recorder`` (metrics) is told about each request sent and each batch completed:
+    per batch and per request, never per record.
     """
 
     def __init__(
@@ -64,8 +68,10 @@ class Sender:
         backoff: ExponentialBackoff | None = None,
         on_batch_done: Callable[[ProducerBatch], None] | None = None,
         transactions: TransactionManager | None = None,
+        recorder: ProducerRecorder | None = None,
     ) -> None:
         self._config = config
+        self._recorder = recorder
         self.transactions = transactions
         self._acc = accumulator
         self._metadata = metadata
@@ -78,6 +84,7 @@ class Sender:
         self._tp_in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
         self._requests_in_flight = 0
         self._unknown_leader_logged = False
+        self._last_poll_ms = 0.0
 
     # -- state ---------------------------------------------------------------------------
 
@@ -91,22 +98,23 @@ class Sender:
     # -- polling -------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
+        self._last_poll_ms = now
         requests: list[UnsentRequest] = []
         idem = self.idempotence
         if idem.state is IdState.FATAL:
             assert idem.fatal_error is not None
-            self.abort(idem.fatal_error)
+            self.abort(idem.fatal_error, now)
             return PollResult()
         txn = self.transactions
         if txn is not None and txn.fatal_error is not None:
-            self.abort(txn.fatal_error)
+            self.abort(txn.fatal_error, now)
             return PollResult()
         for batch in self._acc.expire(now):
-            self._fail(batch, self._expired_error(batch, now, batch.last_error))
+            self._fail(batch, self._expired_error(batch, now, batch.last_error), now)
         next_ms = self._acc.next_deadline_ms() - now
         if txn is not None:
             if txn.drops_unsent_batches:
-                self._drop_unsent(txn)
+                self._drop_unsent(txn, now)
             result = txn.poll(now, incomplete=self._acc.has_incomplete)
             requests.extend(result.requests)
             next_ms = min(next_ms, result.next_poll_ms)
@@ -135,10 +143,10 @@ class Sender:
                     node, partitions, self._config.max_request_size, now, self._may_send
                 )
                 if batches:
-                    requests.append(self._produce_request(node, batches))
+                    requests.append(self._produce_request(node, batches, now))
         return PollResult(requests, max(next_ms, 0.0))
 
-    def _drop_unsent(self, txn: TransactionManager) -> None:
+    def _drop_unsent(self, txn: TransactionManager, now: float) -> None:
         """Fail the batches not sent yet: their transaction is being aborted."""
         cause = txn.last_error
         error = TransactionAbortedError(
@@ -149,9 +157,7 @@ class Sender:
             if batch.base_sequence != NO_SEQUENCE:
                 txn.note_sequence_gap()  # a retry that may have been written
             if batch.fail(error):
-                self._acc.deallocate(batch)
-                if self._on_batch_done is not None:
-                    self._on_batch_done(batch)
+                self._done(batch, now)
 
     def _may_send(self, batch: ProducerBatch) -> bool:
         if batch.tp in self._tp_in_flight:
@@ -164,7 +170,9 @@ class Sender:
             idem.assign(batch)
         return True
 
-    def _produce_request(self, node: int, batches: list[ProducerBatch]) -> UnsentRequest:
+    def _produce_request(
+        self, node: int, batches: list[ProducerBatch], now: float
+    ) -> UnsentRequest:
         topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         for batch in batches:
             batch.in_flight = True
@@ -173,6 +181,10 @@ class Sender:
                 ProduceRequest.PartitionProduceData(
                     index=batch.tp.partition, records=batch.payload()
                 )
+            )
+        if self._recorder is not None:
+            self._recorder.request_sent(
+                ((b, len(b.payload()), b.size_in_bytes()) for b in batches), now
             )
         self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
         self._requests_in_flight += 1
@@ -237,7 +249,7 @@ class Sender:
             return
         if response is None:  # acks=0: written is all we will know
             for batch in batches:
-                self._complete(batch, -1, -1)
+                self._complete(batch, -1, -1, now)
             return
         assert isinstance(response, ProduceResponse)
         results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
@@ -253,11 +265,11 @@ class Sender:
                     now,
                 )
             elif p.error_code == 0:
-                self._complete(batch, p.base_offset, p.log_append_time_ms)
+                self._complete(batch, p.base_offset, p.log_append_time_ms, now)
             else:
                 cls = error_for_code(p.error_code)
                 if cls is DuplicateSequenceNumberError:  # already written: a success
-                    self._complete(batch, p.base_offset, p.log_append_time_ms)
+                    self._complete(batch, p.base_offset, p.log_append_time_ms, now)
                     continue
                 self._on_error(
                     batch,
@@ -277,7 +289,7 @@ class Sender:
                 | InvalidProducerEpochError
                 | ProducerFencedError,
             ):
-                self._fail(batch, error)  # the transaction fails (or the producer is fenced)
+                self._fail(batch, error, now)  # the transaction fails (or producer is fenced)
             else:
                 self._retry(batch, error, now)
             return
@@ -296,6 +308,7 @@ class Sender:
                         "of the partition may be lost, e.g. by an unclean leader election). "
                         "The producer bumped its epoch and goes on with the next records"
                     ),
+                    now,
                 )
                 return
             if isinstance(error, UnknownProducerIdError | InvalidProducerEpochError):
@@ -310,10 +323,10 @@ class Sender:
             OutOfOrderSequenceNumberError | UnknownProducerIdError | InvalidProducerEpochError,
         )
         if not retriable:
-            self._fail(batch, error)
+            self._fail(batch, error, now)
             return
         if now >= batch.deadline_ms:
-            self._fail(batch, self._expired_error(batch, now, error))
+            self._fail(batch, self._expired_error(batch, now, error), now)
             return
         if isinstance(error, KafkaError) and error.invalid_metadata:
             self._metadata.request_update()
@@ -322,14 +335,22 @@ class Sender:
         batch.last_error = error
         self._acc.reenqueue(batch, now + self._backoff.delay_ms(batch.attempts))
 
-    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+    def _complete(
+        self, batch: ProducerBatch, base_offset: int, log_append_time: int, now: float
+    ) -> None:
         self.idempotence.on_acked(batch)
         if batch.complete(base_offset, log_append_time):
-            self._acc.deallocate(batch)
-            if self._on_batch_done is not None:
-                self._on_batch_done(batch)
+            self._done(batch, now)
 
-    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+    def _done(self, batch: ProducerBatch, now: float) -> None:
+        """A batch just completed (delivered or failed for good)."""
+        self._acc.deallocate(batch)
+        if self._recorder is not None:
+            self._recorder.batch_done(batch, now)
+        if self._on_batch_done is not None:
+            self._on_batch_done(batch)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
         idem = self.idempotence
         txn = self.transactions
         if txn is not None:
@@ -338,9 +359,7 @@ class Sender:
         elif idem.enabled and batch.base_sequence != NO_SEQUENCE and not batch.done:
             idem.request_bump(f"{batch.tp}: a batch with sequence numbers failed ({error})")
         if batch.fail(error):
-            self._acc.deallocate(batch)
-            if self._on_batch_done is not None:
-                self._on_batch_done(batch)
+            self._done(batch, now)
 
     def _expired_error(
         self, batch: ProducerBatch, now: float, cause: BaseException | None = None
@@ -355,9 +374,10 @@ class Sender:
 
     # -- shutdown ------------------------------------------------------------------------
 
-    def abort(self, error: BaseException) -> int:
+    def abort(self, error: BaseException, now: float | None = None) -> int:
         """Fail every queued and in-flight batch (and pending transactional call) with
-        ``error``; returns how many records."""
+        ``error``; returns how many records. ``now``: the time (ms) for metrics (by
+        default the last poll's)."""
         if self.transactions is not None:
             self.transactions.fail_all(error)
         count = 0
@@ -368,9 +388,7 @@ class Sender:
             if not batch.done:
                 count += batch.record_count
                 if batch.fail(error):
-                    self._acc.deallocate(batch)
-                    if self._on_batch_done is not None:
-                        self._on_batch_done(batch)
+                    self._done(batch, self._last_poll_ms if now is None else now)
         return count
 
     @property

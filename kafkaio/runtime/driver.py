@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -20,6 +20,9 @@ from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.requests import RequestManager, UnsentRequest
+
+if TYPE_CHECKING:
+    from kafkaio.metrics.sensor import Sensor
 
 log = logging.getLogger("kafkaio.runtime")
 
@@ -54,6 +57,7 @@ class NetworkDriver:
         managers: Sequence[RequestManager] = (),
         *,
         extra_nodes: Callable[[], NodeAddresses] | None = None,
+        io_wait: Sensor | None = None,
     ) -> None:
         self.connections = connections
         self.metadata = metadata
@@ -71,6 +75,8 @@ class NetworkDriver:
         self._running = False
         self._fatal: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
+        self._io_wait = io_wait
 
     # -- control --------------------------------------------------------------------------
 
@@ -107,8 +113,14 @@ class NetworkDriver:
         self.wakeup()
 
     async def wait_for_metadata(self, newer_than: int) -> None:
-        """Wait until the metadata snapshot's version is greater than `newer_than`."""
+        """Wait until the metadata snapshot's version is greater than `newer_than`.
+
+        Raises the driver's fatal error itself if it is a KafkaError (e.g. the brokers
+        refused the credentials), so ``start()`` can re-raise what went wrong.
+        """
         while self.metadata.version <= newer_than:
+            if isinstance(self._fatal, KafkaError):
+                raise self._fatal
             self.check()
             await self._metadata_event.wait()
 
@@ -127,10 +139,14 @@ class NetworkDriver:
                     if self._wake.is_set():
                         await anyio.lowlevel.checkpoint()  # let the other tasks run first
                     else:
-                        self._sleep_until = now_ms() + wait_ms
+                        start = now_ms()
+                        self._sleep_until = start + wait_ms
                         with anyio.move_on_after(wait_ms / 1000.0):
                             await self._wake.wait()
                         self._sleep_until = -math.inf
+                        if self._io_wait is not None:
+                            end = now_ms()
+                            self._io_wait.record((end - start) / 1000.0, end)
                     self._wake = anyio.Event()
             except Exception as exc:  # a manager bug: stop, and make every caller see it
                 log.exception("kafkaio network task stopped by an unexpected error")
@@ -218,10 +234,15 @@ class NetworkDriver:
         response: Any = None
         error: BaseException | None = None
         try:
-            if unsent.node_id is None:
-                conn = await self.connections.least_loaded()
-            else:
-                conn = await self.connections.get(unsent.node_id)
+            try:
+                if unsent.node_id is None:
+                    conn = await self.connections.least_loaded()
+                else:
+                    conn = await self.connections.get(unsent.node_id)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    self._fail_setup(exc)
+                raise
             version = conn.version_for(type(unsent.request))
             if unsent.max_version is not None and unsent.max_version < version:
                 version = unsent.max_version
@@ -246,3 +267,13 @@ class NetworkDriver:
             self._stopping = True
             self.wakeup()
         return error is None
+
+    def _fail_setup(self, error: KafkaError) -> None:
+        """A connection could not be set up for a reason retrying cannot fix (the brokers
+        refused the credentials, no common SASL mechanism, ...): stop, and make every
+        waiter see ``error`` now rather than time out."""
+        if self._fatal is None:
+            log.error("kafkaio network task stopped: %s", error)
+            self._fatal = error
+        self._stopping = True
+        self.wakeup()

@@ -23,8 +23,19 @@ from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
+from kafkaio.metrics import (
+    GroupHealth,
+    HealthSnapshot,
+    MetricsRegistry,
+    MetricsSnapshot,
+    make_registry,
+)
+from kafkaio.metrics.connection import ConnectionMetrics
+from kafkaio.metrics.consumer import ShareConsumerMetrics
+from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.requests import RequestManager
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
 from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutError
@@ -61,6 +72,7 @@ class ShareConsumer:
         *topics: str,
         bootstrap_servers: str | Sequence[str],
         group_id: str,
+        metrics_enabled: bool = True,
         **options: Any,
     ) -> None:
         if not topics:
@@ -114,6 +126,19 @@ class ShareConsumer:
             on_records=self._records_arrived,
         )
         self._processor.register(CommitAcknowledgementsEvent, self._on_commit_event)
+        # metrics (metrics_enabled=False: a null registry)
+        self._registry = make_registry(
+            conn_config.client_id or "", "share-consumer", metrics_enabled
+        )
+        self._m = ShareConsumerMetrics(self._registry)
+        self._conn_metrics = ConnectionMetrics(self._registry)
+        self._last_poll_ms: float | None = None
+        self._m.bind_gauges(
+            assigned_partitions=lambda now: float(len(self.assignment())),
+            last_poll_seconds_ago=lambda now: (
+                -1.0 if self._last_poll_ms is None else (now - self._last_poll_ms) / 1000.0
+            ),
+        )
         self._delivered: list[ShareRecord[Any, Any]] = []  # returned by the last poll
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
@@ -142,19 +167,30 @@ class ShareConsumer:
         if self._started:
             raise KafkaError("a ShareConsumer can be started once; make a new one")
         self._started = True
-        self._connections = ConnectionManager(self._bootstrap, self._conn_config)
+        enabled = self._registry.enabled
+        self._connections = ConnectionManager(
+            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
+        )
+        fetcher: RequestManager = self._fetcher
+        if enabled:
+            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
         self._driver = NetworkDriver(
             self._connections,
             self._metadata,
-            [self._processor, self._coordinator, self._member, self._fetcher],
+            [self._processor, self._coordinator, self._member, fetcher],
             extra_nodes=self._coordinator.addresses,
+            io_wait=self._conn_metrics.io_wait if enabled else None,
         )
         self._events.set_wakeup(self._driver.wakeup)
         self._stack = AsyncExitStack()
         tg = await self._stack.enter_async_context(anyio.create_task_group())
         await tg.start(self._driver.run)
-        with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
-            await self._driver.wait_for_metadata(0)
+        try:
+            with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
+                await self._driver.wait_for_metadata(0)
+        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
+            await self._shutdown()
+            raise
         if self._metadata.version == 0:
             error = self._metadata.last_error
             await self._shutdown()
@@ -200,6 +236,41 @@ class ShareConsumer:
         if self._connections is not None:
             await self._connections.close()
 
+    # -- metrics and health ---------------------------------------------------------------------
+
+    @property
+    def metrics_registry(self) -> MetricsRegistry:
+        """The registry behind ``metrics()`` (for exporters, e.g. kafkaio.metrics.otel)."""
+        return self._registry
+
+    def metrics(self) -> MetricsSnapshot:
+        """The share consumer's metrics now (Java names) as a plain dict ({} when disabled)."""
+        return self._registry.snapshot()
+
+    def health(self) -> HealthSnapshot:
+        """Connections and share-group membership now (for health endpoints)."""
+        now = now_ms()
+        connections = [] if self._connections is None else self._connections.connection_states()
+        group = GroupHealth(
+            self.group_id,
+            self._member.state.value,
+            self._member.member_epoch,
+            self._member.member_id,
+            len(self.assignment()),
+        )
+        driver = self._driver
+        fatal = None if driver is None else driver.fatal_error
+        return HealthSnapshot(
+            self._conn_config.client_id or "",
+            "share-consumer",
+            driver is not None and driver.running and not self._closed,
+            connections,
+            group,
+            {},
+            None if self._last_poll_ms is None else (now - self._last_poll_ms) / 1000.0,
+            None if fatal is None else repr(fatal),
+        )
+
     # -- state ----------------------------------------------------------------------------------
 
     @property
@@ -237,6 +308,8 @@ class ShareConsumer:
         ``timeout_ms`` for records; returns an empty list if none arrived.
         """
         driver = self._check()
+        self._last_poll_ms = now = now_ms()
+        self._m.poll.record(1.0, now)
         self._finish_previous_poll(strict=True)
         limit = self.config.max_poll_records if max_records is None else max_records
         if limit < 1:
@@ -248,6 +321,7 @@ class ShareConsumer:
             records = self._fetcher.drain(limit, now_ms())
             if records:
                 self._delivered = [self._bind(r) for r in records]
+                self._m.records_consumed.record(len(records), now)
                 return list(self._delivered)
             remaining = deadline - anyio.current_time()
             if remaining <= 0:

@@ -190,6 +190,8 @@ class ConsumerMembershipManager:
         self.heartbeat_interval_ms: float = DEFAULT_HEARTBEAT_INTERVAL_MS
         self.fatal_error: KafkaError | None = None
         self._state = C.UNSUBSCRIBED
+        # called with (old state, new state) values on every transition (metrics)
+        self.on_transition: Callable[[str, str], None] | None = None
         self._events: list[MembershipEvent] = []
         self._app_polled = False
         self._poll_deadline_ms = math.inf
@@ -251,6 +253,8 @@ class ConsumerMembershipManager:
                 f"{to.value} ({reason}); this is a kafkaio bug, please report it"
             )
         log.debug("group %r: %s -> %s (%s)", self.group_id, self._state.value, to.value, reason)
+        if self.on_transition is not None:  # metrics: rebalance timing
+            self.on_transition(self._state.value, to.value)
         self._state = to
 
     # -- calls from the reactor ----------------------------------------------------------

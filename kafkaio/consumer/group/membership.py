@@ -243,6 +243,8 @@ class ClassicMembershipManager:
             retry_backoff_ms=retry_backoff_ms,
         )
         self._state = MemberState.UNJOINED
+        # called with (old state, new state) values on every transition (metrics)
+        self.on_transition: Callable[[str, str], None] | None = None
         self.generation: Generation = NO_GENERATION
         self.fatal_error: KafkaError | None = None
         self._events: list[MembershipEvent] = []
@@ -321,6 +323,8 @@ class ClassicMembershipManager:
                 f"{to.value} ({reason}); this is a kafkaio bug, please report it"
             )
         log.debug("group %r: %s -> %s (%s)", self.group_id, self._state.value, to.value, reason)
+        if self.on_transition is not None:  # metrics: rebalance timing
+            self.on_transition(self._state.value, to.value)
         self._state = to
 
     # -- calls from the reactor ----------------------------------------------------------

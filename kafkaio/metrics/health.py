@@ -1,0 +1,74 @@
+"""HealthSnapshot: what a health endpoint shows about a client (connections, group, lag).
+
+Plain slotted dataclasses with ``as_dict()`` for JSON; built by ``client.health()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ConnectionHealth:
+    """One broker address: "connected", "connecting", "backoff" (the last attempt failed;
+    retried later) or "disconnected"."""
+
+    node: str  # the node id, or "bootstrap" for a bootstrap address
+    host: str
+    port: int
+    state: str
+    in_flight: int = 0
+    last_error: str | None = None
+
+
+@dataclass(slots=True)
+class GroupHealth:
+    """A consumer's group membership."""
+
+    group_id: str
+    state: str
+    generation: int
+    member_id: str
+    assigned_partitions: int
+
+
+@dataclass(slots=True)
+class HealthSnapshot:
+    """One client's health. ``healthy``: running, and at least one broker connected (or
+    none needed yet), and not failed in its group."""
+
+    client_id: str
+    kind: str
+    running: bool
+    connections: list[ConnectionHealth] = field(default_factory=list)
+    group: GroupHealth | None = None
+    lag: dict[str, int | None] = field(default_factory=dict)  # "topic-partition" -> lag
+    last_poll_seconds_ago: float | None = None
+    error: str | None = None
+
+    @property
+    def connected(self) -> int:
+        return sum(1 for c in self.connections if c.state == "connected")
+
+    @property
+    def total_lag(self) -> int | None:
+        """The sum of the partitions' lags (None while one is unknown)."""
+        if any(lag is None for lag in self.lag.values()):
+            return None
+        return sum(lag or 0 for lag in self.lag.values())
+
+    @property
+    def healthy(self) -> bool:
+        if not self.running or self.error is not None:
+            return False
+        if self.group is not None and self.group.state in ("fatal", "failed"):
+            return False
+        return self.connected > 0 or not self.connections
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["connected"] = self.connected
+        out["total_lag"] = self.total_lag
+        out["healthy"] = self.healthy
+        return out
