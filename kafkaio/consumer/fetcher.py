@@ -2,6 +2,7 @@
 
 It fetches partitions that have a position and no buffered data, at most one request per
 node, and files responses into the FetchBuffer (errors -> resets or metadata refreshes).
+A partition whose leader named a preferred read replica (KIP-392) is fetched from it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class FetchManager:
     holds less than ``prefetch_bytes`` (default: max_partition_fetch_bytes) and the whole
     buffer less than the buffer cap; memory stays bounded by those two settings.
     Errors travel to the application through `report_error` (the background-event queue).
+
+    Follower fetching (KIP-392): requests carry ``client_rack``; when a response names a
+    preferred read replica for a partition, the partition is fetched from that broker until
+    ``metadata_max_age_ms`` passes or a fetch from it fails (then from the leader again,
+    which may name a replica anew). Out of range on a follower refetches from the leader
+    instead of resetting the position (the follower may lag the leader).
     """
 
     def __init__(
@@ -104,7 +111,7 @@ class FetchManager:
                 if start is None or buffer.bytes_for(tp) >= self._prefetch_bytes:
                     leader = cluster.leader_for(tp)
                     if leader is not None:
-                        held.add(leader)
+                        held.add(self._read_replica(tp, leader, now))
                     continue
             seen = self._awaiting_metadata.get(tp)
             if seen is not None:
@@ -121,13 +128,14 @@ class FetchManager:
             if leader is None:
                 need_metadata = True
                 continue
-            if leader in self._in_flight:
+            node = self._read_replica(tp, leader, now)
+            if node in self._in_flight:
                 continue
-            node_retry = self._node_retry_at.get(leader, -math.inf)
+            node_retry = self._node_retry_at.get(node, -math.inf)
             if now < node_retry:
                 wait = min(wait, node_retry - now)
                 continue
-            by_node.setdefault(leader, []).append((tp, start))
+            by_node.setdefault(node, []).append((tp, start))
         if need_metadata:
             self._metadata.request_update()
         for node in held.intersection(by_node):
@@ -138,6 +146,30 @@ class FetchManager:
                 del by_node[node]
         requests = [self._build(node, tps) for node, tps in by_node.items()]
         return PollResult(requests, wait)
+
+    def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
+        """The node to fetch `tp` from: its preferred read replica while that is fresh, known
+        to metadata and not backing off; else the leader. An expired preference is dropped."""
+        st = self._subscriptions.state(tp)
+        replica = st.preferred_read_replica
+        if replica is None:
+            return leader
+        if now >= st.preferred_read_replica_expires_ms:
+            st.preferred_read_replica = None
+            return leader
+        if self._metadata.cluster.broker(replica) is None:
+            return leader
+        if now < self._node_retry_at.get(replica, -math.inf):
+            return leader
+        return replica
+
+    def _clear_read_replica(self, tp: TopicPartition, node: int | None = None) -> None:
+        """Forget `tp`'s preferred read replica (only if it is `node`, when given)."""
+        subs = self._subscriptions
+        if subs.is_assigned(tp):
+            st = subs.state(tp)
+            if node is None or st.preferred_read_replica == node:
+                st.preferred_read_replica = None
 
     def _caught_up(self, tp: TopicPartition, start: int | None) -> bool:
         """The next fetch of `tp` starts at (or past) its last known high watermark."""
@@ -220,13 +252,14 @@ class FetchManager:
     ) -> None:
         if self._in_flight.get(node) is context:
             del self._in_flight[node]
+        if error is None:
+            assert isinstance(response, FetchResponse)
+            if response.error_code:
+                error = error_for_code(response.error_code)(None, node=node)
         if error is not None:
+            for tp in context.offsets:  # back to the leader for what this replica served
+                self._clear_read_replica(tp, node)
             self._node_failed(now, node, error)
-            return
-        assert isinstance(response, FetchResponse)
-        if response.error_code:
-            cls = error_for_code(response.error_code)
-            self._node_failed(now, node, cls(None, node=node))
             return
         self._node_failures.pop(node, None)
         self._node_retry_at.pop(node, None)
@@ -238,10 +271,15 @@ class FetchManager:
                 tp = TopicPartition(name, part.partition_index)
                 fetch_offset = context.offsets.get(tp)
                 if fetch_offset is not None:
-                    self._on_partition(now, tp, fetch_offset, part)
+                    self._on_partition(now, node, tp, fetch_offset, part)
 
     def _on_partition(
-        self, now: float, tp: TopicPartition, fetch_offset: int, part: FetchResponse.PartitionData
+        self,
+        now: float,
+        node: int,
+        tp: TopicPartition,
+        fetch_offset: int,
+        part: FetchResponse.PartitionData,
     ) -> None:
         subs = self._subscriptions
         if not subs.is_assigned(tp):
@@ -255,6 +293,9 @@ class FetchManager:
             return  # seek, reset or a consumed prefetch while the request was in flight
         code = part.error_code
         if code == 0:
+            if part.preferred_read_replica >= 0:  # KIP-392: fetch from this replica next
+                st.preferred_read_replica = part.preferred_read_replica
+                st.preferred_read_replica_expires_ms = now + self._config.metadata_max_age_ms
             subs.update_watermarks(
                 tp,
                 high_watermark=part.high_watermark,
@@ -269,7 +310,12 @@ class FetchManager:
                 self._buffer.add(CompletedFetch(tp, fetch_offset, records, aborted))
             return
         cls = error_for_code(code)
+        self._clear_read_replica(tp)  # any error: back to the leader
         if cls is OffsetOutOfRangeError:
+            if node != self._metadata.cluster.leader_for(tp):
+                # a lagging follower: ask the leader (after a pause) before resetting
+                self._partition_retry_at[tp] = now + self._backoff.delay_ms(1)
+                return
             if subs.default_reset is OffsetResetStrategy.NONE:
                 self._report_error(
                     OffsetOutOfRangeError(

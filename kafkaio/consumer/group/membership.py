@@ -19,7 +19,9 @@ from kafkaio.consumer.group.assignors import (
     ConsumerPartitionAssignor,
     RangeAssignor,
     RebalanceProtocol,
+    assign_with_racks,
     common_protocol,
+    partition_racks,
 )
 from kafkaio.consumer.group.consumer_protocol import (
     PROTOCOL_TYPE,
@@ -263,6 +265,7 @@ class ClassicMembershipManager:
         self._joined_topics: frozenset[str] = frozenset()
         self._is_leader = False
         self._leader_counts: dict[str, int] = {}
+        self._leader_racks: dict[TopicPartition, frozenset[str]] = {}  # KIP-881
         self._leader_metadata_version = -1
         self._group_topics: frozenset[str] = frozenset()
         self._seen_coordinator_epoch = -1
@@ -729,9 +732,13 @@ class ClassicMembershipManager:
         topics = frozenset(t for s in subscriptions.values() for t in s.topics)
         cluster = self._cluster()
         counts = self._partition_counts(cluster, topics)
-        result = assignor.assign({t: n for t, n in counts.items() if n > 0}, subscriptions)
+        racks = partition_racks(cluster, topics)
+        result = assign_with_racks(
+            assignor, {t: n for t, n in counts.items() if n > 0}, subscriptions, racks
+        )
         self._group_topics = topics
         self._leader_counts = counts
+        self._leader_racks = racks
         self._leader_metadata_version = cluster.version
         return [
             SyncGroupRequest.SyncGroupRequestAssignment(
@@ -753,6 +760,8 @@ class ClassicMembershipManager:
         if cluster.version == self._leader_metadata_version:
             return False
         self._leader_metadata_version = cluster.version
+        if self._rack_id and partition_racks(cluster, self._group_topics) != self._leader_racks:
+            return True  # KIP-881: replica racks changed; rebalance to realign (as Java)
         return self._partition_counts(cluster, self._group_topics) != self._leader_counts
 
     # -- SyncGroup -----------------------------------------------------------------------

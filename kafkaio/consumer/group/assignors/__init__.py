@@ -16,6 +16,11 @@ from kafkaio.consumer.group.assignors.base import (
     supported_protocols,
 )
 from kafkaio.consumer.group.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafkaio.consumer.group.assignors.rack import (
+    PartitionRacks,
+    assign_with_racks,
+    partition_racks,
+)
 from kafkaio.consumer.group.assignors.range import RangeAssignor
 from kafkaio.consumer.group.assignors.roundrobin import RoundRobinAssignor
 from kafkaio.consumer.group.assignors.sticky import StickyAssignor
@@ -47,11 +52,14 @@ __all__ = [
     "Assignments",
     "ConsumerPartitionAssignor",
     "CooperativeStickyAssignor",
+    "PartitionRacks",
     "RebalanceProtocol",
     "RangeAssignor",
     "RoundRobinAssignor",
     "StickyAssignor",
+    "assign_with_racks",
     "assignor_for_name",
     "common_protocol",
+    "partition_racks",
     "supported_protocols",
 ]

@@ -54,6 +54,10 @@ class ConsumerPartitionAssignor(Protocol):
     metadata) and every member's `Subscription`; it returns the partitions of every member
     (members that get nothing map to an empty list). Every member calls
     `subscription_user_data` when joining and `on_assignment` after each SyncGroup.
+
+    Rack awareness (KIP-881) is opt-in: an ``assign`` that also takes a keyword argument
+    ``partition_racks`` (`rack.PartitionRacks`: the racks hosting each partition's replicas)
+    receives it when the leader knows any; members' racks are ``Subscription.rack_id``.
     """
 
     name: str

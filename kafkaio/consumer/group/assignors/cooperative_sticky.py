@@ -9,6 +9,7 @@ import struct
 from collections.abc import Mapping
 
 from kafkaio.consumer.group.assignors.base import Assignments, RebalanceProtocol
+from kafkaio.consumer.group.assignors.rack import PartitionRacks
 from kafkaio.consumer.group.assignors.sticky import NO_GENERATION, MemberData, StickyAssignor
 from kafkaio.consumer.group.consumer_protocol import Assignment, Subscription
 from kafkaio.metadata.cluster import TopicPartition
@@ -59,8 +60,9 @@ class CooperativeStickyAssignor(StickyAssignor):
         self,
         partitions_per_topic: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
+        partition_racks: PartitionRacks | None = None,
     ) -> Assignments:
-        target = super().assign(partitions_per_topic, subscriptions)
+        target = super().assign(partitions_per_topic, subscriptions, partition_racks)
         claims = {m: self._member_data(sub) for m, sub in subscriptions.items()}
         return withhold_transfers(target, claims)
 

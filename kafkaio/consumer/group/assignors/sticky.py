@@ -14,6 +14,14 @@ from kafkaio.consumer.group.assignors.base import (
     Assignments,
     all_subscribed_partitions,
 )
+from kafkaio.consumer.group.assignors.rack import (
+    PartitionRacks,
+    Quotas,
+    member_racks,
+    mismatched,
+    rack_aligned_placement,
+    rack_aware_needed,
+)
 from kafkaio.consumer.group.consumer_protocol import Assignment, Subscription
 from kafkaio.metadata.cluster import TopicPartition
 
@@ -93,6 +101,14 @@ class StickyAssignor(AbstractAssignor):
     balanced in the sense that no partition could move to an eligible member holding two or
     more fewer partitions. A partition claimed by several members goes to the claim of the
     highest generation; a tie between claims drops them all.
+
+    Rack-aware (KIP-881) when ``partition_racks`` is given, members sent a ``rack_id`` and
+    some partitions have replicas on only some racks. Balance still comes first, then rack
+    alignment, then stickiness: a member keeps only previous partitions with a replica in its
+    rack. With identical subscriptions the free partitions are then placed so that as many
+    as the quotas allow sit in a replica's rack (a maximum matching); with different
+    subscriptions placement prefers rack-local members among the least loaded, and
+    partitions are swapped between members while that aligns more of them.
     """
 
     name = "sticky"
@@ -121,6 +137,7 @@ class StickyAssignor(AbstractAssignor):
         self,
         partitions_per_topic: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
+        partition_racks: PartitionRacks | None = None,
     ) -> Assignments:
         members = sorted(subscriptions)
         if not members:
@@ -131,10 +148,43 @@ class StickyAssignor(AbstractAssignor):
         owned = _resolve_ownership(
             subscriptions, topics_of, partitions_per_topic, self._member_data
         )
+        racks = _rack_view(subscriptions, partitions, partition_racks)
         if len(set(topics_of.values())) == 1:
-            return _assign_identical(members, partitions, owned)
+            return _assign_identical(members, partitions, owned, racks)
         eligible = {t: [m for m in members if t in topics_of[m]] for t in all_topics}
-        return _assign_general(members, partitions, owned, eligible)
+        return _assign_general(members, partitions, owned, eligible, racks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Racks:
+    """Member and partition racks of one rebalance that uses rack-aware assignment."""
+
+    of_member: Mapping[str, str]
+    of_partition: PartitionRacks
+
+    def mismatch(self, member: str, tp: TopicPartition) -> bool:
+        return mismatched(self.of_member.get(member), self.of_partition.get(tp))
+
+    def local(self, member: str, tp: TopicPartition) -> bool:
+        rack = self.of_member.get(member)
+        return rack is not None and rack in self.of_partition.get(tp, frozenset())
+
+
+def _rack_view(
+    subscriptions: Mapping[str, Subscription],
+    partitions: list[TopicPartition],
+    partition_racks: PartitionRacks | None,
+) -> _Racks | None:
+    if not partition_racks:
+        return None
+    of_member = member_racks(subscriptions)
+    empty: frozenset[str] = frozenset()
+    if not rack_aware_needed(
+        (of_member.get(m) for m in subscriptions),
+        (partition_racks.get(tp, empty) for tp in partitions),
+    ):
+        return None
+    return _Racks(of_member, partition_racks)
 
 
 def _resolve_ownership(
@@ -169,28 +219,51 @@ def _assign_identical(
     members: list[str],
     partitions: list[TopicPartition],
     owned: Mapping[str, list[TopicPartition]],
+    racks: _Racks | None = None,
 ) -> Assignments:
-    min_quota, extra_slots = divmod(len(partitions), len(members))
+    quotas = Quotas.even(members, len(partitions))
     result: Assignments = {m: [] for m in members}
     taken: set[TopicPartition] = set()
-    # members that owned the most keep the few "min_quota + 1" slots first
-    for member in sorted(members, key=lambda m: (-len(owned[m]), m)):
-        keep = owned[member][:min_quota]
-        if len(owned[member]) > min_quota and extra_slots > 0:
-            keep = owned[member][: min_quota + 1]
-            extra_slots -= 1
+    keepable = owned
+    if racks is not None:  # only previous partitions in the member's rack are kept
+        keepable = {m: [tp for tp in owned[m] if not racks.mismatch(m, tp)] for m in members}
+    # members that owned the most keep the few "minimum + 1" slots first
+    for member in sorted(members, key=lambda m: (-len(keepable[m]), m)):
+        keep = keepable[member][: quotas.room(member)]
+        quotas.take(member, len(keep))
         result[member] = list(keep)
         taken.update(keep)
-    free = iter([tp for tp in partitions if tp not in taken])
+    free = [tp for tp in partitions if tp not in taken]
+    if racks is not None:
+        placed = rack_aligned_placement(free, racks.of_partition, members, racks.of_member, quotas)
+        for tp, member in placed.items():
+            result[member].append(tp)
+        free = [tp for tp in free if tp not in placed]
+        # partitions no rack-local member could take go back to their owner if it has room
+        previous = {tp: m for m, parts in owned.items() for tp in parts}
+        rest = []
+        for tp in free:
+            owner = previous.get(tp)
+            if owner is not None and quotas.room(owner) > 0:
+                result[owner].append(tp)
+                quotas.take(owner)
+            else:
+                rest.append(tp)
+        free = rest
+    pending = iter(free)
     for member in members:
-        while len(result[member]) < min_quota:
-            result[member].append(next(free))
+        while quotas.counts[member] < quotas.minimum:
+            result[member].append(next(pending))
+            quotas.take(member)
     for member in members:
-        if extra_slots == 0:
+        if quotas.extra_left == 0:
             break
-        if len(result[member]) == min_quota:
-            result[member].append(next(free))
-            extra_slots -= 1
+        if quotas.counts[member] == quotas.minimum:
+            result[member].append(next(pending))
+            quotas.take(member)
+    if racks is not None:
+        for parts in result.values():
+            parts.sort()
     return result
 
 
@@ -199,26 +272,47 @@ def _assign_general(
     partitions: list[TopicPartition],
     owned: Mapping[str, list[TopicPartition]],
     eligible: Mapping[str, list[str]],
+    racks: _Racks | None = None,
 ) -> Assignments:
+    if racks is not None:  # give up a previous partition a rack-local member could take
+        owned = {
+            m: [
+                tp
+                for tp in parts
+                if not racks.mismatch(m, tp)
+                or not any(racks.local(o, tp) for o in eligible[tp.topic])
+            ]
+            for m, parts in owned.items()
+        }
     result: Assignments = {m: list(owned[m]) for m in members}
     previous = {tp: m for m, parts in owned.items() for tp in parts}
-    # partitions with the fewest candidate members first, so they find room
+
+    def far(member: str, tp: TopicPartition) -> bool:
+        return racks is not None and racks.mismatch(member, tp)
+
+    def local_count(tp: TopicPartition) -> int:
+        return 0 if racks is None else sum(racks.local(m, tp) for m in eligible[tp.topic])
+
+    # partitions with the fewest candidate members (rack-local ones next) first, so they
+    # find room
     free = sorted(
         (tp for tp in partitions if tp not in previous),
-        key=lambda tp: (len(eligible[tp.topic]), tp),
+        key=lambda tp: (len(eligible[tp.topic]), local_count(tp), tp),
     )
     for tp in free:
-        target = min(eligible[tp.topic], key=lambda m: (len(result[m]), m))
+        target = min(eligible[tp.topic], key=lambda m: (len(result[m]), far(m, tp), m))
         result[target].append(tp)
     # move single partitions from fuller to emptier eligible members until none can move;
     # each move lowers the sum of squared counts, so this ends
     while True:
-        move = _find_move(members, result, previous, eligible)
+        move = _find_move(members, result, previous, eligible, far)
         if move is None:
             break
         tp, donor, target = move
         result[donor].remove(tp)
         result[target].append(tp)
+    if racks is not None:
+        _swap_for_racks(members, result, eligible, racks)
     for parts in result.values():
         parts.sort()
     return result
@@ -229,13 +323,81 @@ def _find_move(
     result: Assignments,
     previous: Mapping[TopicPartition, str],
     eligible: Mapping[str, list[str]],
+    far: Callable[[str, TopicPartition], bool],
 ) -> tuple[TopicPartition, str, str] | None:
     for donor in sorted(members, key=lambda m: (-len(result[m]), m)):
         size = len(result[donor])
-        # move newly assigned partitions before ones the donor already owned
-        for tp in sorted(result[donor], key=lambda tp: (previous.get(tp) == donor, tp)):
+        # move rack-remote, then newly assigned partitions before ones the donor owned
+        for tp in sorted(
+            result[donor], key=lambda tp: (not far(donor, tp), previous.get(tp) == donor, tp)
+        ):
             candidates = [m for m in eligible[tp.topic] if len(result[m]) <= size - 2]
             if candidates:
-                target = min(candidates, key=lambda m: (len(result[m]), m))
+                target = min(candidates, key=lambda m: (far(m, tp), len(result[m]), m))
                 return tp, donor, target
+    return None
+
+
+def _swap_for_racks(
+    members: list[str],
+    result: Assignments,
+    eligible: Mapping[str, list[str]],
+    racks: _Racks,
+) -> None:
+    """Swap partitions between two members while that puts more of them in a replica's rack.
+
+    Counts do not change; a swap is made only if neither partition could then move to an
+    eligible member holding two or more fewer partitions, so the balance guarantee holds.
+    Every swap removes at least one rack mismatch, so this ends.
+    """
+    size = {m: len(result[m]) for m in members}
+    least = {t: min(size[m] for m in ms) for t, ms in eligible.items() if ms}
+    # topics whose partitions may move onto a member without breaking the balance guarantee
+    takes = {
+        m: {t for t, ms in eligible.items() if m in ms and least[t] >= size[m] - 1} for m in members
+    }
+    by_rack: dict[str, list[str]] = {}
+    for m in members:
+        rack = racks.of_member.get(m)
+        if rack is not None:
+            by_rack.setdefault(rack, []).append(m)
+    held = {m: set(result[m]) for m in members}
+    swapped = True
+    while swapped:
+        swapped = False
+        for a in members:
+            for tp1 in sorted(tp for tp in held[a] if racks.mismatch(a, tp)):
+                swap = _find_swap(a, tp1, held, racks, takes, by_rack)
+                if swap is None:
+                    continue
+                b, tp2 = swap
+                held[a].remove(tp1)
+                held[b].remove(tp2)
+                held[a].add(tp2)
+                held[b].add(tp1)
+                swapped = True
+    for m in members:
+        result[m] = sorted(held[m])
+
+
+def _find_swap(
+    a: str,
+    tp1: TopicPartition,
+    held: Mapping[str, set[TopicPartition]],
+    racks: _Racks,
+    takes: Mapping[str, set[str]],
+    by_rack: Mapping[str, list[str]],
+) -> tuple[str, TopicPartition] | None:
+    """A member ``b`` local to ``tp1`` (remote on ``a``) and a partition of ``b`` to give
+    ``a`` in exchange that is remote on ``b`` or local to ``a``."""
+    for rack in sorted(racks.of_partition.get(tp1, frozenset())):
+        for b in by_rack.get(rack, ()):
+            if b == a or tp1.topic not in takes[b]:
+                continue
+            for tp2 in sorted(held[b]):
+                if tp2.topic not in takes[a]:
+                    continue
+                if racks.mismatch(a, tp2) and not racks.mismatch(b, tp2):
+                    continue  # tp2 would go from local on b to remote on a
+                return b, tp2
     return None
