@@ -1,5 +1,6 @@
-"""`make demo`: start the embedded Tansu broker, create a topic, produce and consume records,
-print throughput, stop the broker. Run with ``python -m kafkaio.demo [--records N]``."""
+"""`make demo`: start the embedded Tansu broker, create a topic, produce records with
+kafkaio.Producer and read them back with kafkaio.Consumer, print throughput, stop the broker.
+Run with ``python -m kafkaio.demo [--records N] [--bootstrap HOST:PORT]``."""
 
 from __future__ import annotations
 
@@ -9,94 +10,65 @@ import uuid
 
 import anyio
 
-from kafkaio import Admin, NewTopic
-from kafkaio.net import Connection, ConnectionConfig
+from kafkaio import Admin, Consumer, NewTopic, Producer, TopicPartition
 from kafkaio.progress import Progress
-from kafkaio.records import Compression
-from kafkaio.testing.raw import build_batches, fetch, produce
+from kafkaio.records import COMPILED, Compression
 from kafkaio.testing.tansu import TansuBroker
 
-TOPIC = f"kafkaio-demo-{uuid.uuid4().hex[:8]}"
 PARTITIONS = 3
 
 
 async def run(bootstrap: str, records: int, value_size: int, compression: Compression) -> None:
+    topic = f"kafkaio-demo-{uuid.uuid4().hex[:8]}"
     async with Admin(bootstrap) as admin:
         cluster = await admin.describe_cluster()
         print(f"broker: {bootstrap} (cluster {cluster.cluster_id}, {len(cluster.brokers)} node)")
-        error = (await admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]))[TOPIC].error
+        error = (await admin.create_topics([NewTopic(topic, PARTITIONS, 1)]))[topic].error
         if error is not None:
             raise error
-        print(
-            f"topic:  {TOPIC} ({PARTITIONS} partitions), {records:,} records of {value_size} B, "
-            f"compression {compression.name.lower()}"
-        )
-        info = (await admin.describe_topics([TOPIC]))[TOPIC]
-        leaders = {p.partition: p.leader for p in info.partitions}
-        brokers = {b.node_id: b for b in cluster.brokers}
-    conns: dict[int, Connection] = {}
-    for node_id in set(leaders.values()):
-        assert node_id is not None
-        b = brokers[node_id]
-        conns[node_id] = await Connection.connect(
-            b.host, b.port, ConnectionConfig(), node_id=node_id
-        )
-    try:
-        per_partition = [
-            records // PARTITIONS + (1 if p < records % PARTITIONS else 0)
-            for p in range(PARTITIONS)
-        ]
-        payload = (b"kafkaio demo " * (value_size // 13 + 1))[:value_size]
+    codec = "compiled" if COMPILED else "pure Python"
+    print(
+        f"topic:  {topic} ({PARTITIONS} partitions), {records:,} records of {value_size} B, "
+        f"compression {compression.name.lower()}, record codec {codec}"
+    )
+    payload = (b"kafkaio demo " * (value_size // 13 + 1))[:value_size]
+    record_bytes = value_size + 12
 
-        progress = Progress("produced", records)
+    progress = Progress("produced", records)
+    async with Producer(bootstrap, compression_type=compression.name.lower()) as producer:
+        futures = []
+        for i in range(records):
+            futures.append(await producer.enqueue(topic, value=payload, key=b"key-%08d" % i))
+            if i % 5000 == 4999:
+                progress.update(5000, 5000 * record_bytes)
+        await producer.flush()
+        progress.update(records % 5000, (records % 5000) * record_bytes)
+        failed = [f.exception() for f in futures if f.exception() is not None]
+        if failed:
+            raise failed[0]  # type: ignore[misc]
+    produce_secs = progress.finish()
 
-        async def produce_partition(p: int) -> None:
-            conn = conns[leaders[p]]  # type: ignore[index]
-            chunk = 2_000
-            for start in range(0, per_partition[p], chunk):
-                data = [
-                    (b"key-%08d" % i, payload)
-                    for i in range(start, min(start + chunk, per_partition[p]))
-                ]
-                batches = build_batches(data, compression=compression, batch_size=1024 * 1024)
-                await produce(conn, TOPIC, p, batches, acks=-1)
-                progress.update(len(data), len(data) * (value_size + 12))
-
-        async with anyio.create_task_group() as tg:
-            for p in range(PARTITIONS):
-                tg.start_soon(produce_partition, p)
-        produce_secs = progress.finish()
-
-        progress = Progress("consumed", records)
-        counts = [0] * PARTITIONS
-
-        async def consume_partition(p: int) -> None:
-            conn = conns[leaders[p]]  # type: ignore[index]
-            offset = 0
-            while counts[p] < per_partition[p]:
-                got, _hw = await fetch(conn, TOPIC, p, offset, max_bytes=4 * 1024 * 1024)
-                if got:
-                    for r in got:
+    progress = Progress("consumed", records)
+    seen = 0
+    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        with anyio.fail_after(120):
+            while seen < records:
+                batches = await consumer.getmany(timeout_ms=1000)
+                got = 0
+                for batch in batches.values():
+                    for r in batch:
                         if r.value != payload:
-                            raise AssertionError(f"record {p}/{r.offset} has the wrong value")
-                    counts[p] += len(got)
-                    offset = got[-1].offset + 1
-                    progress.update(
-                        len(got), sum(len(r.value or b"") + len(r.key or b"") for r in got)
-                    )
-
-        async with anyio.create_task_group() as tg:
-            for p in range(PARTITIONS):
-                tg.start_soon(consume_partition, p)
-        consume_secs = progress.finish()
-    finally:
-        for conn in conns.values():
-            await conn.close()
-    mb = records * (value_size + 12) / 1e6
+                            raise AssertionError(f"{r.topic}/{r.partition}@{r.offset}: wrong value")
+                    got += len(batch)
+                seen += got
+                progress.update(got, got * record_bytes)
+    consume_secs = progress.finish()
+    mb = records * record_bytes / 1e6
     print(
         f"produce: {records / produce_secs:,.0f} msg/s ({mb / produce_secs:.1f} MB/s), "
         f"consume: {records / consume_secs:,.0f} msg/s ({mb / consume_secs:.1f} MB/s); "
-        f"{sum(counts):,} records read back, all values checked"
+        f"{seen:,} records read back, all values checked"
     )
 
 
