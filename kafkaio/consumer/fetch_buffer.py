@@ -27,6 +27,7 @@ RecordMaker = Callable[[Any, int, "int | None"], ConsumerRecord[Any, Any]]
 
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (every magic)
 _LAST_DELTA = struct.Struct(">i")  # magic 2: last offset delta at byte 23
+_LEADER_EPOCH = struct.Struct(">i")  # magic 2: partition leader epoch at byte 12
 _MAGIC_AT = 16
 
 
@@ -34,9 +35,16 @@ def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
     """The offset after the last whole batch of a fetched records blob (headers only, no
     decoding); None when the blob holds no whole batch. A fetch of the same partition from
     this offset continues exactly where the blob ends (a trailing partial batch included)."""
+    return _scan_end(records)[0]
+
+
+def _scan_end(records: bytes | bytearray | memoryview) -> tuple[int | None, int | None]:
+    """(offset after the last whole batch, that batch's partition leader epoch): headers
+    only. The epoch is None for v0/v1 batches, batches without one, or no whole batch."""
     end = len(records)
     pos = 0
     last = -1
+    epoch = -1
     while pos + 27 <= end:
         base, length = _BATCH_HEAD.unpack_from(records, pos)
         stop = pos + 12 + length
@@ -44,10 +52,14 @@ def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
             break
         if records[pos + _MAGIC_AT] >= 2:
             last = base + _LAST_DELTA.unpack_from(records, pos + 23)[0]
+            epoch = _LEADER_EPOCH.unpack_from(records, pos + 12)[0]
         else:  # v0/v1: the (wrapper) message's offset is its last offset
             last = base
+            epoch = -1
         pos = stop
-    return None if last < 0 else last + 1
+    if last < 0:
+        return None, None
+    return last + 1, (None if epoch < 0 else epoch)
 
 
 @dataclass(slots=True, eq=False)
@@ -78,13 +90,17 @@ class CompletedFetch:
     _aborted_pids: set[int] = field(default_factory=set, init=False, repr=False)
     _aborted_heap: list[tuple[int, int]] = field(default_factory=list, init=False, repr=False)
     end_offset: int | None = field(default=None, init=False)
+    # leader epoch of the record before end_offset (the last whole batch's), None if unknown
+    end_epoch: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.next_fetch_offset = self.fetch_offset
         if not self.size:
             self.size = len(self.records)
-        end = next_offset_after(self.records)
+        end, epoch = _scan_end(self.records)
         self.end_offset = None if end is None else max(end, self.fetch_offset)
+        if end is not None and end >= self.fetch_offset:
+            self.end_epoch = epoch
         if self.aborted:  # (first_offset, producer_id), smallest first offset on top
             self._aborted_heap = [(first, pid) for pid, first in self.aborted]
             heapq.heapify(self._aborted_heap)
@@ -253,6 +269,12 @@ class FetchBuffer:
         or its end is unknown, e.g. a single batch larger than the fetch)."""
         queue = self._fetches.get(tp)
         return queue[-1].end_offset if queue else None
+
+    def next_offset_epoch(self, tp: TopicPartition) -> int | None:
+        """The leader epoch of the record before `next_offset` (the last batch of the
+        buffered data of `tp`); None if unknown."""
+        queue = self._fetches.get(tp)
+        return queue[-1].end_epoch if queue else None
 
     def add(self, fetch: CompletedFetch) -> None:
         tp = fetch.tp

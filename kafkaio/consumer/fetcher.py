@@ -3,6 +3,7 @@
 It fetches partitions that have a position and no buffered data, at most one request per
 node, and files responses into the FetchBuffer (errors -> resets or metadata refreshes).
 A partition whose leader named a preferred read replica (KIP-392) is fetched from it.
+Requests carry leader epochs (KIP-320); a diverging epoch in a response truncates the position.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.consumer.config import ConsumerConfig
 from kafkaio.consumer.fetch_buffer import CompletedFetch, FetchBuffer
-from kafkaio.consumer.subscription import OffsetResetStrategy, SubscriptionState
+from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
+from kafkaio.consumer.validation import complete_validation
 from kafkaio.errors import (
     BrokerResponseError,
     KafkaConnectionError,
@@ -35,10 +37,12 @@ LAST_NAME_ONLY_FETCH_VERSION = 12  # v13+ identifies topics by id only
 
 @dataclass(slots=True)
 class _InFlightFetch:
-    """What was asked of one node: fetch offset per partition, and topic names by id."""
+    """What was asked of one node: fetch offset and last fetched epoch (-1: unknown) per
+    partition, and topic names by id."""
 
     offsets: dict[TopicPartition, int]
     names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    last_epochs: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class FetchManager:
@@ -50,6 +54,16 @@ class FetchManager:
     holds less than ``prefetch_bytes`` (default: max_partition_fetch_bytes) and the whole
     buffer less than the buffer cap; memory stays bounded by those two settings.
     Errors travel to the application through `report_error` (the background-event queue).
+
+    Leader epochs (KIP-320, as Java's AbstractFetch): each partition is sent with
+    ``current_leader_epoch`` (the epoch its position was validated against, else the
+    metadata's) and ``last_fetched_epoch`` (the epoch of the record before the fetch offset:
+    the position's, or the buffered data's last batch's for a prefetch). A response naming a
+    diverging epoch (Fetch v12+) is not buffered: for a fetch from the position, the position
+    is moved back to the divergence (or reset, or a LogTruncationError reported, as in
+    `complete_validation`); for a prefetch, the partition's buffered data (which holds the
+    divergent records) is dropped, so the next fetch starts from the position and the broker
+    checks it again.
 
     Follower fetching (KIP-392): requests carry ``client_rack``; when a response names a
     preferred read replica for a partition, the partition is fetched from that broker until
@@ -191,10 +205,13 @@ class FetchManager:
         context = _InFlightFetch({})
         use_ids = True
         for tp, start in partitions:
+            position = self._subscriptions.position(tp)
+            assert position is not None
             if start is None:
-                position = self._subscriptions.position(tp)
-                assert position is not None
                 start = position.offset
+                last_epoch = position.offset_epoch
+            else:  # a prefetch: after the buffered data
+                last_epoch = self._buffer.next_offset_epoch(tp)
             topic = topics.get(tp.topic)
             if topic is None:
                 topic_id = cluster.topic_id(tp.topic) or _NO_ID
@@ -205,16 +222,21 @@ class FetchManager:
                 topic = topics[tp.topic] = FetchRequest.FetchTopic(
                     topic=tp.topic, topic_id=topic_id
                 )
-            epoch = cluster.leader_epoch(tp)
+            epoch = position.leader_epoch
+            if epoch is None:
+                epoch = cluster.leader_epoch(tp)
+            sent_epoch = -1 if last_epoch is None else last_epoch
             topic.partitions.append(
                 FetchRequest.FetchPartition(
                     partition=tp.partition,
                     current_leader_epoch=-1 if epoch is None else epoch,
                     fetch_offset=start,
+                    last_fetched_epoch=sent_epoch,
                     partition_max_bytes=cfg.max_partition_fetch_bytes,
                 )
             )
             context.offsets[tp] = start
+            context.last_epochs[tp] = sent_epoch
         request = FetchRequest(
             replica_id=-1,
             max_wait_ms=cfg.fetch_max_wait_ms,
@@ -271,7 +293,8 @@ class FetchManager:
                 tp = TopicPartition(name, part.partition_index)
                 fetch_offset = context.offsets.get(tp)
                 if fetch_offset is not None:
-                    self._on_partition(now, node, tp, fetch_offset, part)
+                    last_epoch = context.last_epochs.get(tp, -1)
+                    self._on_partition(now, node, tp, fetch_offset, last_epoch, part)
 
     def _on_partition(
         self,
@@ -279,19 +302,24 @@ class FetchManager:
         node: int,
         tp: TopicPartition,
         fetch_offset: int,
+        last_epoch: int,
         part: FetchResponse.PartitionData,
     ) -> None:
         subs = self._subscriptions
         if not subs.is_assigned(tp):
             return
         st = subs.state(tp)
-        if st.position is None:
-            return  # reset while the request was in flight
+        if st.position is None or st.fetch_state is not FetchState.FETCHING:
+            return  # reset or sent to validation while the request was in flight
         # the data continues the buffered data, or (nothing buffered) starts at the position
-        expected = self._buffer.next_offset(tp) if self._buffer.has_data(tp) else st.position.offset
+        prefetch = self._buffer.has_data(tp)
+        expected = self._buffer.next_offset(tp) if prefetch else st.position.offset
         if expected != fetch_offset:
             return  # seek, reset or a consumed prefetch while the request was in flight
         code = part.error_code
+        if code == 0 and part.diverging_epoch.epoch >= 0:
+            self._on_diverging(tp, fetch_offset, last_epoch, part.diverging_epoch, prefetch)
+            return
         if code == 0:
             if part.preferred_read_replica >= 0:  # KIP-392: fetch from this replica next
                 st.preferred_read_replica = part.preferred_read_replica
@@ -340,6 +368,31 @@ class FetchManager:
         self._partition_retry_at[tp] = now + self._backoff.delay_ms(attempts)
         if not cls.retriable:
             error: BrokerResponseError = cls(None, topic=tp.topic, partition=tp.partition)
+            self._report_error(error)
+
+    def _on_diverging(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        last_epoch: int,
+        diverging: FetchResponse.EpochEndOffset,
+        prefetch: bool,
+    ) -> None:
+        """The leader's log diverges from what was fetched before `fetch_offset` (KIP-320)."""
+        if prefetch:
+            # The divergence lies within (or before) the buffered data, which the position has
+            # not reached: drop that data; the next fetch, from the position, is checked anew.
+            self._buffer.remove(tp)
+            return
+        error = complete_validation(
+            self._subscriptions,
+            tp,
+            fetch_offset,
+            None if last_epoch < 0 else last_epoch,
+            diverging.epoch,
+            diverging.end_offset,
+        )
+        if error is not None:
             self._report_error(error)
 
     def _node_failed(self, now: float, node: int, error: BaseException) -> None:

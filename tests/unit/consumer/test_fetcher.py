@@ -3,10 +3,14 @@ filed into the buffer, and per-partition errors turned into resets or metadata r
 
 from __future__ import annotations
 
+import struct
 import uuid
 from typing import Any
 
-from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy
+import pytest
+
+from kafkaio.consumer.errors import LogTruncationError
+from kafkaio.consumer.subscription import FetchPosition, FetchState, OffsetResetStrategy
 from kafkaio.errors import KafkaConnectionError, OffsetOutOfRangeError
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.requests import UnsentRequest
@@ -234,3 +238,126 @@ def test_caught_up_partitions_wait_for_held_partitions_of_the_same_node() -> Non
     rig.collector.collect()  # partition 0 drained: both go out together
     (request,) = [r for r in rig.fetcher.poll(3).requests if r.node_id == 1]
     assert _requested(request) == {0: 15, 2: 30}
+
+
+# -- leader epochs (KIP-320) ----------------------------------------------------------------
+
+
+def _epochs(request: UnsentRequest) -> dict[int, tuple[int, int, int]]:
+    """{partition: (fetch_offset, current_leader_epoch, last_fetched_epoch)}."""
+    fetch: m.FetchRequest = request.request
+    return {
+        p.partition: (p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch)
+        for t in fetch.topics
+        for p in t.partitions
+    }
+
+
+def _with_epoch(blob: bytes, epoch: int) -> bytes:
+    """A magic-2 batch with its partition leader epoch set (bytes 12-15, outside the CRC)."""
+    raw = bytearray(blob)
+    struct.pack_into(">i", raw, 12, epoch)
+    return bytes(raw)
+
+
+def _diverging(partition: int, epoch: int, end_offset: int, records: bytes = b"") -> Any:
+    part = partition_data(partition, records)
+    part.diverging_epoch = m.FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end_offset)
+    return part
+
+
+def test_fetch_sends_the_position_epochs_else_the_metadata_epoch() -> None:
+    rig = _assigned_rig()
+    # validated against leader epoch 4 (metadata now says 5); the record before 10 has epoch 3
+    rig.subscriptions.seek_validated(tp(0), FetchPosition(10, 3, leader_id=1, leader_epoch=4))
+    rig.subscriptions.seek(tp(1), 20, 2)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    assert _epochs(requests[1]) == {0: (10, 4, 3), 2: (30, 5, -1)}
+    assert _epochs(requests[2]) == {1: (20, 5, 2)}
+
+
+def test_unknown_epochs_are_sent_as_minus_one() -> None:
+    rig = make_rig(metadata=make_metadata(epoch=-1))
+    rig.subscriptions.assign_from_user([tp(0)])
+    rig.subscriptions.seek(tp(0), 7)
+    (request,) = rig.fetcher.poll(0).requests
+    assert _epochs(request) == {0: (7, -1, -1)}
+
+
+def test_prefetch_sends_the_epoch_of_the_last_buffered_batch() -> None:
+    rig = _assigned_rig()
+    rig.subscriptions.seek(tp(0), 10, 2)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    blob = batch(10, values(10, 2)) + _with_epoch(batch(12, values(12, 2)), 7)
+    requests[1].handler(1, fetch_response(partition_data(0, blob)), None)
+    (request,) = [r for r in rig.fetcher.poll(2).requests if r.node_id == 1]
+    assert _epochs(request) == {0: (14, 5, 7), 2: (30, 5, -1)}
+    # a last batch without a leader epoch makes it unknown
+    request.handler(3, fetch_response(partition_data(0, batch(14, values(14, 1)))), None)
+    (request,) = [r for r in rig.fetcher.poll(4).requests if r.node_id == 1]
+    assert _epochs(request)[0] == (15, 5, -1)
+    # once the buffer is drained, the position (and its epoch from the records) is used
+    rig.collector.collect()
+    assert rig.subscriptions.position(tp(0)).offset_epoch == 7
+    request.handler(5, fetch_response(), None)
+    (request,) = [r for r in rig.fetcher.poll(6).requests if r.node_id == 1]
+    assert _epochs(request)[0] == (15, 5, 7)
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_diverging_epoch_truncates_the_position(reset: str) -> None:
+    rig = _assigned_rig(reset=reset)
+    rig.subscriptions.seek(tp(1), 20, 4)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    # the leader's epoch 3 ends at 15: offsets 15-19 fetched under epoch 4 were truncated
+    records = _with_epoch(batch(15, values(15, 10)), 5)
+    requests[2].handler(1, fetch_response(_diverging(1, 3, 15, records)), None)
+    assert not rig.buffer.has_data(tp(1))
+    st = rig.subscriptions.state(tp(1))
+    assert st.fetch_state is FetchState.FETCHING
+    assert (st.position.offset, st.position.offset_epoch) == (15, 3)
+    assert rig.errors == []
+    (request,) = rig.fetcher.poll(2).requests
+    assert _epochs(request) == {1: (15, 5, 3)}
+
+
+def test_diverging_epoch_with_reset_none_reports_log_truncation() -> None:
+    rig = _assigned_rig(reset="none")
+    rig.subscriptions.seek(tp(1), 20, 4)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[2].handler(1, fetch_response(_diverging(1, 3, 15, batch(15, values(15, 2)))), None)
+    (error,) = rig.errors
+    assert isinstance(error, LogTruncationError)
+    assert error.positions == {tp(1): 20}
+    divergent = error.divergent_offsets[tp(1)]
+    assert divergent is not None and (divergent.offset, divergent.leader_epoch) == (15, 3)
+    assert not rig.buffer.has_data(tp(1))
+    assert rig.subscriptions.position(tp(1)).offset == 20
+    assert rig.subscriptions.state(tp(1)).fetch_state is not FetchState.FETCHING
+    assert rig.fetcher.poll(2).requests == []  # not fetched until the application seeks
+
+
+def test_diverging_epoch_on_a_prefetch_drops_the_buffered_data() -> None:
+    rig = _assigned_rig()
+    rig.subscriptions.seek(tp(0), 10, 4)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    blob = _with_epoch(batch(10, values(10, 5)), 4)
+    requests[1].handler(1, fetch_response(partition_data(0, blob)), None)
+    (prefetch,) = [r for r in rig.fetcher.poll(2).requests if r.node_id == 1]
+    assert _epochs(prefetch)[0] == (15, 5, 4)
+    # epoch 4 ends at 12 on the new leader: buffered offsets 12-14 diverge
+    prefetch.handler(3, fetch_response(_diverging(0, 4, 12, batch(15, values(15, 2)))), None)
+    assert not rig.buffer.has_data(tp(0))
+    assert rig.subscriptions.position(tp(0)).offset == 10  # nothing was handed out
+    (request,) = [r for r in rig.fetcher.poll(4).requests if r.node_id == 1]
+    assert _epochs(request)[0] == (10, 5, 4)  # from the position: checked by the broker anew
+
+
+def test_response_for_a_partition_no_longer_fetching_is_dropped() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    # the leader changed while the request was in flight: the position awaits validation
+    rig.subscriptions.seek_unvalidated(tp(1), FetchPosition(20, 4))
+    requests[2].handler(1, fetch_response(partition_data(1, batch(20, values(20, 2)))), None)
+    assert not rig.buffer.has_data(tp(1))
+    assert rig.subscriptions.position(tp(1)).offset == 20
