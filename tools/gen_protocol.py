@@ -431,7 +431,13 @@ class Gen:
             i += 1
         for f in tagged:
             body.append(f"{local[f.attr]} = {default_expr(f)}")
-        if flex:
+        if flex and not tagged:
+            # no known tags: skip the section (usually a single 0 byte)
+            body.append("if buf[pos] == 0:")
+            body.append("    pos += 1")
+            body.append("else:")
+            body.append("    pos = _skip_tags(buf, pos)")
+        elif flex:
             body.append("n = buf[pos]")
             body.append("if n < 128:")
             body.append("    pos += 1")
@@ -628,7 +634,7 @@ def module_text(msgs: list[Message], spec_dir: Path) -> str:
         "",
         "from kafkaio.protocol._codec import (",
         "    _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,",
-        "    _truncated, _uuid, _w_tags, _w_uvarint,",
+        "    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,",
         ")",
         "from kafkaio.protocol._codec import struct as _struct",
         "",

@@ -22,7 +22,8 @@ _UUID_ZERO = uuid.UUID(int=0)
 
 __all__ = [
     "Buffer", "struct", "_I16", "_I32", "_NULL16", "_NULL32", "_UUID_ZERO",
-    "_decode_all", "_decode_at", "_encoder", "_null", "_r_uvarint", "_truncated", "_uuid",
+    "_decode_all", "_decode_at", "_encoder", "_null", "_r_uvarint", "_skip_tags", "_truncated",
+    "_uuid",
     "_w_tags", "_w_uvarint", "read_uvarint", "write_uvarint",
 ]
 
@@ -52,6 +53,18 @@ def _r_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 28:
             raise KafkaProtocolError("unsigned varint is longer than 5 bytes")
+
+
+def _skip_tags(buf: memoryview, pos: int) -> int:
+    """Skip a tagged-fields section of unknown tags; returns the position after it."""
+    n, pos = _r_uvarint(buf, pos)
+    for _ in range(n):
+        _tag, pos = _r_uvarint(buf, pos)
+        size, pos = _r_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise _truncated()
+    return pos
 
 
 def _w_uvarint(value: int, out: bytearray) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -173,18 +173,10 @@ def _d_AddOffsetsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[AddOffsetsTo
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddOffsetsToTxnRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_AddOffsetsToTxnResponse_0(o: AddOffsetsToTxnResponse, out: bytearray) -> None:
@@ -202,18 +194,10 @@ def _e_AddOffsetsToTxnResponse_1(o: AddOffsetsToTxnResponse, out: bytearray) -> 
 def _d_AddOffsetsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     v_0, v_1 = _S1.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddOffsetsToTxnResponse(v_0, v_1), pos
 
 _ENCODERS['AddOffsetsToTxnRequest'] = {0: _e_AddOffsetsToTxnRequest_0, 1: _e_AddOffsetsToTxnRequest_0, 2: _e_AddOffsetsToTxnRequest_0, 3: _e_AddOffsetsToTxnRequest_1, 4: _e_AddOffsetsToTxnRequest_1}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -266,18 +266,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(buf: memoryview, pos:
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnRequest_2(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
@@ -313,18 +305,10 @@ def _d_AddPartitionsToTxnRequest_2(buf: memoryview, pos: int) -> tuple[AddPartit
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnRequest([], v_1, v_2, v_3, v_4), pos
 
 def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(o: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction, out: bytearray) -> None:
@@ -378,18 +362,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(buf: memoryview
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_AddPartitionsToTxnRequest_4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
@@ -409,18 +385,10 @@ def _d_AddPartitionsToTxnRequest_4(buf: memoryview, pos: int) -> tuple[AddPartit
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnRequest(v_0, '', 0, 0, []), pos
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_2(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
@@ -514,18 +482,10 @@ def _e_AddPartitionsToTxnResponse_3(o: AddPartitionsToTxnResponse, out: bytearra
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_5(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
     v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, int]:
@@ -559,18 +519,10 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(buf: memoryvie
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
@@ -592,18 +544,10 @@ def _d_AddPartitionsToTxnResponse_3(buf: memoryview, pos: int) -> tuple[AddParti
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnResponse(v_0, 0, [], v_3), pos
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_7(o: AddPartitionsToTxnResponse.AddPartitionsToTxnResult, out: bytearray) -> None:
@@ -655,18 +599,10 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_7(buf: memoryview, po
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnResponse.AddPartitionsToTxnResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_6(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
@@ -688,18 +624,10 @@ def _d_AddPartitionsToTxnResponse_6(buf: memoryview, pos: int) -> tuple[AddParti
         for _ in range(n):
             x, pos = _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AddPartitionsToTxnResponse(v_0, v_1, v_2, []), pos
 
 _ENCODERS['AddPartitionsToTxnRequest'] = {0: _e_AddPartitionsToTxnRequest_0, 1: _e_AddPartitionsToTxnRequest_0, 2: _e_AddPartitionsToTxnRequest_0, 3: _e_AddPartitionsToTxnRequest_2, 4: _e_AddPartitionsToTxnRequest_4, 5: _e_AddPartitionsToTxnRequest_4}

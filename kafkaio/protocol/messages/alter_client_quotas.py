@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -328,18 +328,10 @@ def _d_AlterClientQuotasRequest_EntityData_6(buf: memoryview, pos: int) -> tuple
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasRequest.EntityData(v_0, v_1), pos
 
 def _d_AlterClientQuotasRequest_OpData_7(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.OpData, int]:
@@ -359,18 +351,10 @@ def _d_AlterClientQuotasRequest_OpData_7(buf: memoryview, pos: int) -> tuple[Alt
         pos = end
     v_1, v_2 = _S0.unpack_from(buf, pos)
     pos += 9
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasRequest.OpData(v_0, v_1, v_2), pos
 
 def _d_AlterClientQuotasRequest_EntryData_5(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntryData, int]:
@@ -406,18 +390,10 @@ def _d_AlterClientQuotasRequest_EntryData_5(buf: memoryview, pos: int) -> tuple[
         for _ in range(n):
             x, pos = _d_AlterClientQuotasRequest_OpData_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasRequest.EntryData(v_0, v_1), pos
 
 def _d_AlterClientQuotasRequest_4(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
@@ -439,18 +415,10 @@ def _d_AlterClientQuotasRequest_4(buf: memoryview, pos: int) -> tuple[AlterClien
             ap(x)
     v_1, = _S1.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasRequest(v_0, v_1), pos
 
 def _e_AlterClientQuotasResponse_EntityData_2(o: AlterClientQuotasResponse.EntityData, out: bytearray) -> None:
@@ -614,18 +582,10 @@ def _d_AlterClientQuotasResponse_EntityData_5(buf: memoryview, pos: int) -> tupl
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasResponse.EntityData(v_0, v_1), pos
 
 def _d_AlterClientQuotasResponse_EntryData_4(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse.EntryData, int]:
@@ -661,18 +621,10 @@ def _d_AlterClientQuotasResponse_EntryData_4(buf: memoryview, pos: int) -> tuple
         for _ in range(n):
             x, pos = _d_AlterClientQuotasResponse_EntityData_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasResponse.EntryData(v_0, v_1, v_2), pos
 
 def _d_AlterClientQuotasResponse_3(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
@@ -694,18 +646,10 @@ def _d_AlterClientQuotasResponse_3(buf: memoryview, pos: int) -> tuple[AlterClie
         for _ in range(n):
             x, pos = _d_AlterClientQuotasResponse_EntryData_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterClientQuotasResponse(v_0, v_1), pos
 
 _ENCODERS['AlterClientQuotasRequest'] = {0: _e_AlterClientQuotasRequest_0, 1: _e_AlterClientQuotasRequest_4}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -283,18 +283,10 @@ def _d_AlterConfigsRequest_AlterableConfig_5(buf: memoryview, pos: int) -> tuple
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterConfigsRequest.AlterableConfig(v_0, v_1), pos
 
 def _d_AlterConfigsRequest_AlterConfigsResource_4(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterConfigsResource, int]:
@@ -330,18 +322,10 @@ def _d_AlterConfigsRequest_AlterConfigsResource_4(buf: memoryview, pos: int) -> 
         for _ in range(n):
             x, pos = _d_AlterConfigsRequest_AlterableConfig_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterConfigsRequest.AlterConfigsResource(v_0, v_1, v_2), pos
 
 def _d_AlterConfigsRequest_3(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
@@ -363,18 +347,10 @@ def _d_AlterConfigsRequest_3(buf: memoryview, pos: int) -> tuple[AlterConfigsReq
             ap(x)
     v_1, = _S1.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterConfigsRequest(v_0, v_1), pos
 
 def _e_AlterConfigsResponse_AlterConfigsResourceResponse_1(o: AlterConfigsResponse.AlterConfigsResourceResponse, out: bytearray) -> None:
@@ -496,18 +472,10 @@ def _d_AlterConfigsResponse_AlterConfigsResourceResponse_3(buf: memoryview, pos:
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterConfigsResponse.AlterConfigsResourceResponse(v_0, v_1, v_2, v_3), pos
 
 def _d_AlterConfigsResponse_2(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
@@ -529,18 +497,10 @@ def _d_AlterConfigsResponse_2(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
         for _ in range(n):
             x, pos = _d_AlterConfigsResponse_AlterConfigsResourceResponse_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterConfigsResponse(v_0, v_1), pos
 
 _ENCODERS['AlterConfigsRequest'] = {0: _e_AlterConfigsRequest_0, 1: _e_AlterConfigsRequest_0, 2: _e_AlterConfigsRequest_3}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -179,18 +179,10 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_2(buf: memoryvie
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterPartitionReassignmentsRequest.ReassignablePartition(v_0, v_1), pos
 
 def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest.ReassignableTopic, int]:
@@ -224,18 +216,10 @@ def _d_AlterPartitionReassignmentsRequest_ReassignableTopic_1(buf: memoryview, p
         for _ in range(n):
             x, pos = _d_AlterPartitionReassignmentsRequest_ReassignablePartition_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterPartitionReassignmentsRequest.ReassignableTopic(v_0, v_1), pos
 
 def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
@@ -257,18 +241,10 @@ def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[
         for _ in range(n):
             x, pos = _d_AlterPartitionReassignmentsRequest_ReassignableTopic_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterPartitionReassignmentsRequest(v_0, v_1), pos
 
 def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_2(o: AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, out: bytearray) -> None:
@@ -322,18 +298,10 @@ def _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_2(buf: 
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(v_0, v_1, v_2), pos
 
 def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse.ReassignableTopicResponse, int]:
@@ -367,18 +335,10 @@ def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_1(buf: memo
         for _ in range(n):
             x, pos = _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterPartitionReassignmentsResponse.ReassignableTopicResponse(v_0, v_1), pos
 
 def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
@@ -414,18 +374,10 @@ def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple
         for _ in range(n):
             x, pos = _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterPartitionReassignmentsResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['AlterPartitionReassignmentsRequest'] = {0: _e_AlterPartitionReassignmentsRequest_0}

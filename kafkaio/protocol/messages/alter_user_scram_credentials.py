@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -177,18 +177,10 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialDeletion_1(buf: memoryvie
         pos = end
     v_1, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterUserScramCredentialsRequest.ScramCredentialDeletion(v_0, v_1), pos
 
 def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_2(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest.ScramCredentialUpsertion, int]:
@@ -236,18 +228,10 @@ def _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_2(buf: memoryvi
             raise _truncated()
         v_4 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterUserScramCredentialsRequest.ScramCredentialUpsertion(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
@@ -283,18 +267,10 @@ def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[Al
         for _ in range(n):
             x, pos = _d_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterUserScramCredentialsRequest(v_0, v_1), pos
 
 def _e_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_1(o: AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult, out: bytearray) -> None:
@@ -349,18 +325,10 @@ def _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_1(buf: 
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(v_0, v_1, v_2), pos
 
 def _d_AlterUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
@@ -382,18 +350,10 @@ def _d_AlterUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[A
         for _ in range(n):
             x, pos = _d_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return AlterUserScramCredentialsResponse(v_0, v_1), pos
 
 _ENCODERS['AlterUserScramCredentialsRequest'] = {0: _e_AlterUserScramCredentialsRequest_0}

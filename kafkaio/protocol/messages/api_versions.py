@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -179,18 +179,10 @@ def _d_ApiVersionsRequest_1(buf: memoryview, pos: int) -> tuple[ApiVersionsReque
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ApiVersionsRequest(v_0, v_1), pos
 
 def _e_ApiVersionsResponse_ApiVersion_1(o: ApiVersionsResponse.ApiVersion, out: bytearray) -> None:
@@ -305,18 +297,10 @@ def _e_ApiVersionsResponse_3(o: ApiVersionsResponse, out: bytearray) -> None:
 def _d_ApiVersionsResponse_ApiVersion_4(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.ApiVersion, int]:
     v_0, v_1, v_2 = _S1.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ApiVersionsResponse.ApiVersion(v_0, v_1, v_2), pos
 
 def _d_ApiVersionsResponse_SupportedFeatureKey_5(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.SupportedFeatureKey, int]:
@@ -336,18 +320,10 @@ def _d_ApiVersionsResponse_SupportedFeatureKey_5(buf: memoryview, pos: int) -> t
         pos = end
     v_1, v_2 = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ApiVersionsResponse.SupportedFeatureKey(v_0, v_1, v_2), pos
 
 def _d_ApiVersionsResponse_FinalizedFeatureKey_6(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse.FinalizedFeatureKey, int]:
@@ -367,18 +343,10 @@ def _d_ApiVersionsResponse_FinalizedFeatureKey_6(buf: memoryview, pos: int) -> t
         pos = end
     v_1, v_2 = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ApiVersionsResponse.FinalizedFeatureKey(v_0, v_1, v_2), pos
 
 def _d_ApiVersionsResponse_3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:

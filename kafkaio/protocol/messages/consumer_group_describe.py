@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -190,18 +190,10 @@ def _d_ConsumerGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[Consum
             v_0.append(x)
     v_1, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupDescribeRequest(v_0, v_1), pos
 
 def _e_ConsumerGroupDescribeResponse_TopicPartitions_4(o: ConsumerGroupDescribeResponse.TopicPartitions, out: bytearray) -> None:
@@ -325,18 +317,10 @@ def _d_ConsumerGroupDescribeResponse_TopicPartitions_4(buf: memoryview, pos: int
             raise _truncated()
         v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupDescribeResponse.TopicPartitions(v_0, v_1, v_2), pos
 
 def _d_ConsumerGroupDescribeResponse_Assignment_3(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse.Assignment, int]:
@@ -356,18 +340,10 @@ def _d_ConsumerGroupDescribeResponse_Assignment_3(buf: memoryview, pos: int) -> 
         for _ in range(n):
             x, pos = _d_ConsumerGroupDescribeResponse_TopicPartitions_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupDescribeResponse.Assignment(v_0), pos
 
 def _d_ConsumerGroupDescribeResponse_Member_2(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse.Member, int]:
@@ -487,18 +463,10 @@ def _d_ConsumerGroupDescribeResponse_Member_2(buf: memoryview, pos: int) -> tupl
         pos = end
     v_8, pos = _d_ConsumerGroupDescribeResponse_Assignment_3(buf, pos)
     v_9, pos = _d_ConsumerGroupDescribeResponse_Assignment_3(buf, pos)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupDescribeResponse.Member(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8, v_9), pos
 
 def _d_ConsumerGroupDescribeResponse_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse.DescribedGroup, int]:
@@ -580,18 +548,10 @@ def _d_ConsumerGroupDescribeResponse_DescribedGroup_1(buf: memoryview, pos: int)
             ap(x)
     v_8, = _S1.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupDescribeResponse.DescribedGroup(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8), pos
 
 def _d_ConsumerGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
@@ -613,18 +573,10 @@ def _d_ConsumerGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[Consu
         for _ in range(n):
             x, pos = _d_ConsumerGroupDescribeResponse_DescribedGroup_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupDescribeResponse(v_0, v_1), pos
 
 _ENCODERS['ConsumerGroupDescribeRequest'] = {0: _e_ConsumerGroupDescribeRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -206,18 +206,10 @@ def _d_ConsumerGroupHeartbeatRequest_TopicPartitions_1(buf: memoryview, pos: int
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupHeartbeatRequest.TopicPartitions(v_0, v_1), pos
 
 def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
@@ -339,18 +331,10 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
         for _ in range(n):
             x, pos = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupHeartbeatRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6, None, v_8, v_9), pos
 
 def _e_ConsumerGroupHeartbeatRequest_2(o: ConsumerGroupHeartbeatRequest, out: bytearray) -> None:
@@ -537,18 +521,10 @@ def _d_ConsumerGroupHeartbeatRequest_2(buf: memoryview, pos: int) -> tuple[Consu
         for _ in range(n):
             x, pos = _d_ConsumerGroupHeartbeatRequest_TopicPartitions_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupHeartbeatRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8, v_9), pos
 
 def _e_ConsumerGroupHeartbeatResponse_TopicPartitions_2(o: ConsumerGroupHeartbeatResponse.TopicPartitions, out: bytearray) -> None:
@@ -605,18 +581,10 @@ def _d_ConsumerGroupHeartbeatResponse_TopicPartitions_2(buf: memoryview, pos: in
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupHeartbeatResponse.TopicPartitions(v_0, v_1), pos
 
 def _d_ConsumerGroupHeartbeatResponse_Assignment_1(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatResponse.Assignment, int]:
@@ -636,18 +604,10 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_1(buf: memoryview, pos: int) ->
         for _ in range(n):
             x, pos = _d_ConsumerGroupHeartbeatResponse_TopicPartitions_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupHeartbeatResponse.Assignment(v_0), pos
 
 def _d_ConsumerGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatResponse, int]:
@@ -688,18 +648,10 @@ def _d_ConsumerGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[Cons
         pos += 1
     else:
         v_6, pos = _d_ConsumerGroupHeartbeatResponse_Assignment_1(buf, pos + 1)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ConsumerGroupHeartbeatResponse(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 _ENCODERS['ConsumerGroupHeartbeatRequest'] = {0: _e_ConsumerGroupHeartbeatRequest_0, 1: _e_ConsumerGroupHeartbeatRequest_2}

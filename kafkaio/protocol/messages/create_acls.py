@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -336,18 +336,10 @@ def _d_CreateAclsRequest_AclCreation_5(buf: memoryview, pos: int) -> tuple[Creat
         pos = end
     v_5, v_6 = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateAclsRequest.AclCreation(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _d_CreateAclsRequest_4(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
@@ -367,18 +359,10 @@ def _d_CreateAclsRequest_4(buf: memoryview, pos: int) -> tuple[CreateAclsRequest
         for _ in range(n):
             x, pos = _d_CreateAclsRequest_AclCreation_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateAclsRequest(v_0), pos
 
 def _e_CreateAclsResponse_AclCreationResult_1(o: CreateAclsResponse.AclCreationResult, out: bytearray) -> None:
@@ -464,18 +448,10 @@ def _d_CreateAclsResponse_AclCreationResult_3(buf: memoryview, pos: int) -> tupl
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateAclsResponse.AclCreationResult(v_0, v_1), pos
 
 def _d_CreateAclsResponse_2(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
@@ -497,18 +473,10 @@ def _d_CreateAclsResponse_2(buf: memoryview, pos: int) -> tuple[CreateAclsRespon
         for _ in range(n):
             x, pos = _d_CreateAclsResponse_AclCreationResult_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateAclsResponse(v_0, v_1), pos
 
 _ENCODERS['CreateAclsRequest'] = {0: _e_CreateAclsRequest_0, 1: _e_CreateAclsRequest_2, 2: _e_CreateAclsRequest_4, 3: _e_CreateAclsRequest_4}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -249,18 +249,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_5(buf: memoryview, pos
             raise _truncated()
         v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreatePartitionsRequest.CreatePartitionsAssignment(v_0), pos
 
 def _d_CreatePartitionsRequest_CreatePartitionsTopic_4(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsTopic, int]:
@@ -296,18 +288,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsTopic_4(buf: memoryview, pos: int
         for _ in range(n):
             x, pos = _d_CreatePartitionsRequest_CreatePartitionsAssignment_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreatePartitionsRequest.CreatePartitionsTopic(v_0, v_1, v_2), pos
 
 def _d_CreatePartitionsRequest_3(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
@@ -329,18 +313,10 @@ def _d_CreatePartitionsRequest_3(buf: memoryview, pos: int) -> tuple[CreateParti
             ap(x)
     v_1, v_2 = _S1.unpack_from(buf, pos)
     pos += 5
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreatePartitionsRequest(v_0, v_1, v_2), pos
 
 def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_1(o: CreatePartitionsResponse.CreatePartitionsTopicResult, out: bytearray) -> None:
@@ -456,18 +432,10 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_3(buf: memoryview, p
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreatePartitionsResponse.CreatePartitionsTopicResult(v_0, v_1, v_2), pos
 
 def _d_CreatePartitionsResponse_2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
@@ -489,18 +457,10 @@ def _d_CreatePartitionsResponse_2(buf: memoryview, pos: int) -> tuple[CreatePart
         for _ in range(n):
             x, pos = _d_CreatePartitionsResponse_CreatePartitionsTopicResult_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreatePartitionsResponse(v_0, v_1), pos
 
 _ENCODERS['CreatePartitionsRequest'] = {0: _e_CreatePartitionsRequest_0, 1: _e_CreatePartitionsRequest_0, 2: _e_CreatePartitionsRequest_3, 3: _e_CreatePartitionsRequest_3}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -370,18 +370,10 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_7(buf: memoryview, pos: in
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsRequest.CreatableReplicaAssignment(v_0, v_1), pos
 
 def _d_CreateTopicsRequest_CreatableTopicConfig_8(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopicConfig, int]:
@@ -413,18 +405,10 @@ def _d_CreateTopicsRequest_CreatableTopicConfig_8(buf: memoryview, pos: int) -> 
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsRequest.CreatableTopicConfig(v_0, v_1), pos
 
 def _d_CreateTopicsRequest_CreatableTopic_6(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
@@ -476,18 +460,10 @@ def _d_CreateTopicsRequest_CreatableTopic_6(buf: memoryview, pos: int) -> tuple[
         for _ in range(n):
             x, pos = _d_CreateTopicsRequest_CreatableTopicConfig_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsRequest.CreatableTopic(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_CreateTopicsRequest_5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
@@ -509,18 +485,10 @@ def _d_CreateTopicsRequest_5(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
             ap(x)
     v_1, v_2 = _S2.unpack_from(buf, pos)
     pos += 5
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsRequest(v_0, v_1, v_2), pos
 
 def _e_CreateTopicsResponse_CreatableTopicResult_1(o: CreateTopicsResponse.CreatableTopicResult, out: bytearray) -> None:
@@ -725,18 +693,10 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_7(buf: memoryview, pos: int) -
         pos = end
     v_2, v_3, v_4 = _S4.unpack_from(buf, pos)
     pos += 3
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsResponse.CreatableTopicConfigs(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_CreateTopicsResponse_CreatableTopicResult_6(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult, int]:
@@ -825,18 +785,10 @@ def _d_CreateTopicsResponse_5(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
         for _ in range(n):
             x, pos = _d_CreateTopicsResponse_CreatableTopicResult_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsResponse(v_0, v_1), pos
 
 def _e_CreateTopicsResponse_CreatableTopicResult_9(o: CreateTopicsResponse.CreatableTopicResult, out: bytearray) -> None:
@@ -964,18 +916,10 @@ def _d_CreateTopicsResponse_8(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
         for _ in range(n):
             x, pos = _d_CreateTopicsResponse_CreatableTopicResult_9(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return CreateTopicsResponse(v_0, v_1), pos
 
 _ENCODERS['CreateTopicsRequest'] = {0: _e_CreateTopicsRequest_0, 1: _e_CreateTopicsRequest_4, 2: _e_CreateTopicsRequest_4, 3: _e_CreateTopicsRequest_4, 4: _e_CreateTopicsRequest_4, 5: _e_CreateTopicsRequest_5, 6: _e_CreateTopicsRequest_5, 7: _e_CreateTopicsRequest_5}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -380,18 +380,10 @@ def _d_DeleteAclsRequest_DeleteAclsFilter_5(buf: memoryview, pos: int) -> tuple[
         pos = end
     v_5, v_6 = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteAclsRequest.DeleteAclsFilter(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _d_DeleteAclsRequest_4(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
@@ -411,18 +403,10 @@ def _d_DeleteAclsRequest_4(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest
         for _ in range(n):
             x, pos = _d_DeleteAclsRequest_DeleteAclsFilter_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteAclsRequest(v_0), pos
 
 def _e_DeleteAclsResponse_DeleteAclsMatchingAcl_2(o: DeleteAclsResponse.DeleteAclsMatchingAcl, out: bytearray) -> None:
@@ -803,18 +787,10 @@ def _d_DeleteAclsResponse_DeleteAclsMatchingAcl_8(buf: memoryview, pos: int) -> 
         pos = end
     v_7, v_8 = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteAclsResponse.DeleteAclsMatchingAcl(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8), pos
 
 def _d_DeleteAclsResponse_DeleteAclsFilterResult_7(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse.DeleteAclsFilterResult, int]:
@@ -850,18 +826,10 @@ def _d_DeleteAclsResponse_DeleteAclsFilterResult_7(buf: memoryview, pos: int) ->
         for _ in range(n):
             x, pos = _d_DeleteAclsResponse_DeleteAclsMatchingAcl_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteAclsResponse.DeleteAclsFilterResult(v_0, v_1, v_2), pos
 
 def _d_DeleteAclsResponse_6(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
@@ -883,18 +851,10 @@ def _d_DeleteAclsResponse_6(buf: memoryview, pos: int) -> tuple[DeleteAclsRespon
         for _ in range(n):
             x, pos = _d_DeleteAclsResponse_DeleteAclsFilterResult_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteAclsResponse(v_0, v_1), pos
 
 _ENCODERS['DeleteAclsRequest'] = {0: _e_DeleteAclsRequest_0, 1: _e_DeleteAclsRequest_2, 2: _e_DeleteAclsRequest_4, 3: _e_DeleteAclsRequest_4}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -173,18 +173,10 @@ def _d_DeleteGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsReq
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_0.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteGroupsRequest(v_0), pos
 
 def _e_DeleteGroupsResponse_DeletableGroupResult_1(o: DeleteGroupsResponse.DeletableGroupResult, out: bytearray) -> None:
@@ -264,18 +256,10 @@ def _d_DeleteGroupsResponse_DeletableGroupResult_3(buf: memoryview, pos: int) ->
         pos = end
     v_1, = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteGroupsResponse.DeletableGroupResult(v_0, v_1), pos
 
 def _d_DeleteGroupsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
@@ -297,18 +281,10 @@ def _d_DeleteGroupsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
         for _ in range(n):
             x, pos = _d_DeleteGroupsResponse_DeletableGroupResult_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteGroupsResponse(v_0, v_1), pos
 
 _ENCODERS['DeleteGroupsRequest'] = {0: _e_DeleteGroupsRequest_0, 1: _e_DeleteGroupsRequest_0, 2: _e_DeleteGroupsRequest_1}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -225,18 +225,10 @@ def _e_DeleteRecordsRequest_3(o: DeleteRecordsRequest, out: bytearray) -> None:
 def _d_DeleteRecordsRequest_DeleteRecordsPartition_5(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
     v_0, v_1 = _S0.unpack_from(buf, pos)
     pos += 12
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteRecordsRequest.DeleteRecordsPartition(v_0, v_1), pos
 
 def _d_DeleteRecordsRequest_DeleteRecordsTopic_4(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic, int]:
@@ -270,18 +262,10 @@ def _d_DeleteRecordsRequest_DeleteRecordsTopic_4(buf: memoryview, pos: int) -> t
         for _ in range(n):
             x, pos = _d_DeleteRecordsRequest_DeleteRecordsPartition_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteRecordsRequest.DeleteRecordsTopic(v_0, v_1), pos
 
 def _d_DeleteRecordsRequest_3(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
@@ -303,18 +287,10 @@ def _d_DeleteRecordsRequest_3(buf: memoryview, pos: int) -> tuple[DeleteRecordsR
             ap(x)
     v_1, = _S1.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteRecordsRequest(v_0, v_1), pos
 
 def _e_DeleteRecordsResponse_DeleteRecordsPartitionResult_2(o: DeleteRecordsResponse.DeleteRecordsPartitionResult, out: bytearray) -> None:
@@ -408,18 +384,10 @@ def _e_DeleteRecordsResponse_3(o: DeleteRecordsResponse, out: bytearray) -> None
 def _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_5(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
     v_0, v_1, v_2 = _S2.unpack_from(buf, pos)
     pos += 14
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteRecordsResponse.DeleteRecordsPartitionResult(v_0, v_1, v_2), pos
 
 def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_4(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult, int]:
@@ -453,18 +421,10 @@ def _d_DeleteRecordsResponse_DeleteRecordsTopicResult_4(buf: memoryview, pos: in
         for _ in range(n):
             x, pos = _d_DeleteRecordsResponse_DeleteRecordsPartitionResult_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteRecordsResponse.DeleteRecordsTopicResult(v_0, v_1), pos
 
 def _d_DeleteRecordsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
@@ -486,18 +446,10 @@ def _d_DeleteRecordsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteRecords
         for _ in range(n):
             x, pos = _d_DeleteRecordsResponse_DeleteRecordsTopicResult_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteRecordsResponse(v_0, v_1), pos
 
 _ENCODERS['DeleteRecordsRequest'] = {0: _e_DeleteRecordsRequest_0, 1: _e_DeleteRecordsRequest_0, 2: _e_DeleteRecordsRequest_3}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -192,18 +192,10 @@ def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
             v_1.append(x)
     v_2, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsRequest([], v_1, v_2), pos
 
 def _e_DeleteTopicsRequest_DeleteTopicState_3(o: DeleteTopicsRequest.DeleteTopicState, out: bytearray) -> None:
@@ -243,18 +235,10 @@ def _d_DeleteTopicsRequest_DeleteTopicState_3(buf: memoryview, pos: int) -> tupl
         raise _truncated()
     v_1 = _uuid(buf[pos:pos + 16])
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsRequest.DeleteTopicState(v_0, v_1), pos
 
 def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
@@ -276,18 +260,10 @@ def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
             ap(x)
     v_2, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsRequest(v_0, [], v_2), pos
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_1(o: DeleteTopicsResponse.DeletableTopicResult, out: bytearray) -> None:
@@ -388,18 +364,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_4(buf: memoryview, pos: int) ->
         pos = end
     v_2, = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsResponse.DeletableTopicResult(v_0, _UUID_ZERO, v_2, None), pos
 
 def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -421,18 +389,10 @@ def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
         for _ in range(n):
             x, pos = _d_DeleteTopicsResponse_DeletableTopicResult_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsResponse(v_0, v_1), pos
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_6(o: DeleteTopicsResponse.DeletableTopicResult, out: bytearray) -> None:
@@ -487,18 +447,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_6(buf: memoryview, pos: int) ->
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsResponse.DeletableTopicResult(v_0, _UUID_ZERO, v_2, v_3), pos
 
 def _d_DeleteTopicsResponse_5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -520,18 +472,10 @@ def _d_DeleteTopicsResponse_5(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
         for _ in range(n):
             x, pos = _d_DeleteTopicsResponse_DeletableTopicResult_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsResponse(v_0, v_1), pos
 
 def _e_DeleteTopicsResponse_DeletableTopicResult_8(o: DeleteTopicsResponse.DeletableTopicResult, out: bytearray) -> None:
@@ -594,18 +538,10 @@ def _d_DeleteTopicsResponse_DeletableTopicResult_8(buf: memoryview, pos: int) ->
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsResponse.DeletableTopicResult(v_0, v_1, v_2, v_3), pos
 
 def _d_DeleteTopicsResponse_7(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -627,18 +563,10 @@ def _d_DeleteTopicsResponse_7(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
         for _ in range(n):
             x, pos = _d_DeleteTopicsResponse_DeletableTopicResult_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DeleteTopicsResponse(v_0, v_1), pos
 
 _ENCODERS['DeleteTopicsRequest'] = {0: _e_DeleteTopicsRequest_0, 1: _e_DeleteTopicsRequest_0, 2: _e_DeleteTopicsRequest_0, 3: _e_DeleteTopicsRequest_0, 4: _e_DeleteTopicsRequest_1, 5: _e_DeleteTopicsRequest_1, 6: _e_DeleteTopicsRequest_2}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -320,18 +320,10 @@ def _d_DescribeAclsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
         pos = end
     v_5, v_6 = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeAclsRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _e_DescribeAclsResponse_AclDescription_2(o: DescribeAclsResponse.AclDescription, out: bytearray) -> None:
@@ -592,18 +584,10 @@ def _d_DescribeAclsResponse_AclDescription_7(buf: memoryview, pos: int) -> tuple
         pos = end
     v_2, v_3 = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeAclsResponse.AclDescription(v_0, v_1, v_2, v_3), pos
 
 def _d_DescribeAclsResponse_DescribeAclsResource_6(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse.DescribeAclsResource, int]:
@@ -641,18 +625,10 @@ def _d_DescribeAclsResponse_DescribeAclsResource_6(buf: memoryview, pos: int) ->
         for _ in range(n):
             x, pos = _d_DescribeAclsResponse_AclDescription_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeAclsResponse.DescribeAclsResource(v_0, v_1, v_2, v_3), pos
 
 def _d_DescribeAclsResponse_5(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
@@ -688,18 +664,10 @@ def _d_DescribeAclsResponse_5(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
         for _ in range(n):
             x, pos = _d_DescribeAclsResponse_DescribeAclsResource_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeAclsResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['DescribeAclsRequest'] = {0: _e_DescribeAclsRequest_0, 1: _e_DescribeAclsRequest_1, 2: _e_DescribeAclsRequest_2, 3: _e_DescribeAclsRequest_2}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -250,18 +250,10 @@ def _d_DescribeClientQuotasRequest_ComponentData_3(buf: memoryview, pos: int) ->
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClientQuotasRequest.ComponentData(v_0, v_1, v_2), pos
 
 def _d_DescribeClientQuotasRequest_2(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
@@ -283,18 +275,10 @@ def _d_DescribeClientQuotasRequest_2(buf: memoryview, pos: int) -> tuple[Describ
             ap(x)
     v_1, = _S1.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClientQuotasRequest(v_0, v_1), pos
 
 def _e_DescribeClientQuotasResponse_EntityData_2(o: DescribeClientQuotasResponse.EntityData, out: bytearray) -> None:
@@ -508,18 +492,10 @@ def _d_DescribeClientQuotasResponse_EntityData_6(buf: memoryview, pos: int) -> t
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClientQuotasResponse.EntityData(v_0, v_1), pos
 
 def _d_DescribeClientQuotasResponse_ValueData_7(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.ValueData, int]:
@@ -539,18 +515,10 @@ def _d_DescribeClientQuotasResponse_ValueData_7(buf: memoryview, pos: int) -> tu
         pos = end
     v_1, = _S3.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClientQuotasResponse.ValueData(v_0, v_1), pos
 
 def _d_DescribeClientQuotasResponse_EntryData_5(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse.EntryData, int]:
@@ -586,18 +554,10 @@ def _d_DescribeClientQuotasResponse_EntryData_5(buf: memoryview, pos: int) -> tu
         for _ in range(n):
             x, pos = _d_DescribeClientQuotasResponse_ValueData_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClientQuotasResponse.EntryData(v_0, v_1), pos
 
 def _d_DescribeClientQuotasResponse_4(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
@@ -633,18 +593,10 @@ def _d_DescribeClientQuotasResponse_4(buf: memoryview, pos: int) -> tuple[Descri
         for _ in range(n):
             x, pos = _d_DescribeClientQuotasResponse_EntryData_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClientQuotasResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['DescribeClientQuotasRequest'] = {0: _e_DescribeClientQuotasRequest_0, 1: _e_DescribeClientQuotasRequest_2}

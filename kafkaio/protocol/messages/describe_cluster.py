@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -123,18 +123,10 @@ def _e_DescribeClusterRequest_0(o: DescribeClusterRequest, out: bytearray) -> No
 def _d_DescribeClusterRequest_0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     v_0, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClusterRequest(v_0, 1), pos
 
 def _e_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray) -> None:
@@ -144,18 +136,10 @@ def _e_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray) -> No
 def _d_DescribeClusterRequest_1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     v_0, v_1 = _S1.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClusterRequest(v_0, v_1), pos
 
 def _e_DescribeClusterResponse_DescribeClusterBroker_1(o: DescribeClusterResponse.DescribeClusterBroker, out: bytearray) -> None:
@@ -224,18 +208,10 @@ def _d_DescribeClusterResponse_DescribeClusterBroker_1(buf: memoryview, pos: int
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClusterResponse.DescribeClusterBroker(v_0, v_1, v_2, v_3), pos
 
 def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -289,18 +265,10 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClu
             ap(x)
     v_7, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClusterResponse(v_0, v_1, v_2, 1, v_4, v_5, v_6, v_7), pos
 
 def _e_DescribeClusterResponse_2(o: DescribeClusterResponse, out: bytearray) -> None:
@@ -376,18 +344,10 @@ def _d_DescribeClusterResponse_2(buf: memoryview, pos: int) -> tuple[DescribeClu
             ap(x)
     v_7, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeClusterResponse(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos
 
 _ENCODERS['DescribeClusterRequest'] = {0: _e_DescribeClusterRequest_0, 1: _e_DescribeClusterRequest_1}

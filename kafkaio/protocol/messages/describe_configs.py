@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -338,18 +338,10 @@ def _d_DescribeConfigsRequest_DescribeConfigsResource_5(buf: memoryview, pos: in
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_2.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeConfigsRequest.DescribeConfigsResource(v_0, v_1, v_2), pos
 
 def _d_DescribeConfigsRequest_4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -371,18 +363,10 @@ def _d_DescribeConfigsRequest_4(buf: memoryview, pos: int) -> tuple[DescribeConf
             ap(x)
     v_1, v_2 = _S2.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeConfigsRequest(v_0, v_1, v_2), pos
 
 def _e_DescribeConfigsResponse_DescribeConfigsResourceResult_2(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
@@ -918,18 +902,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsSynonym_13(buf: memoryview, pos: i
         pos = end
     v_2, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeConfigsResponse.DescribeConfigsSynonym(v_0, v_1, v_2), pos
 
 def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_12(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResourceResult, int]:
@@ -995,18 +971,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsResourceResult_12(buf: memoryview,
             raise _truncated()
         v_8 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeConfigsResponse.DescribeConfigsResourceResult(v_0, v_1, v_2, False, v_4, v_5, v_6, v_7, v_8), pos
 
 def _d_DescribeConfigsResponse_DescribeConfigsResult_11(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsResult, int]:
@@ -1058,18 +1026,10 @@ def _d_DescribeConfigsResponse_DescribeConfigsResult_11(buf: memoryview, pos: in
         for _ in range(n):
             x, pos = _d_DescribeConfigsResponse_DescribeConfigsResourceResult_12(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeConfigsResponse.DescribeConfigsResult(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_DescribeConfigsResponse_10(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -1091,18 +1051,10 @@ def _d_DescribeConfigsResponse_10(buf: memoryview, pos: int) -> tuple[DescribeCo
         for _ in range(n):
             x, pos = _d_DescribeConfigsResponse_DescribeConfigsResult_11(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeConfigsResponse(v_0, v_1), pos
 
 _ENCODERS['DescribeConfigsRequest'] = {0: _e_DescribeConfigsRequest_0, 1: _e_DescribeConfigsRequest_2, 2: _e_DescribeConfigsRequest_2, 3: _e_DescribeConfigsRequest_3, 4: _e_DescribeConfigsRequest_4}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -230,18 +230,10 @@ def _d_DescribeGroupsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeGroup
             v_0.append(x)
     v_1, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeGroupsRequest(v_0, v_1), pos
 
 def _e_DescribeGroupsResponse_DescribedGroupMember_2(o: DescribeGroupsResponse.DescribedGroupMember, out: bytearray) -> None:
@@ -865,18 +857,10 @@ def _d_DescribeGroupsResponse_DescribedGroupMember_11(buf: memoryview, pos: int)
             raise _truncated()
         v_5 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeGroupsResponse.DescribedGroupMember(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_DescribeGroupsResponse_DescribedGroup_10(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse.DescribedGroup, int]:
@@ -956,18 +940,10 @@ def _d_DescribeGroupsResponse_DescribedGroup_10(buf: memoryview, pos: int) -> tu
             ap(x)
     v_6, = _S2.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeGroupsResponse.DescribedGroup(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _d_DescribeGroupsResponse_9(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
@@ -989,18 +965,10 @@ def _d_DescribeGroupsResponse_9(buf: memoryview, pos: int) -> tuple[DescribeGrou
         for _ in range(n):
             x, pos = _d_DescribeGroupsResponse_DescribedGroup_10(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeGroupsResponse(v_0, v_1), pos
 
 _ENCODERS['DescribeGroupsRequest'] = {0: _e_DescribeGroupsRequest_0, 1: _e_DescribeGroupsRequest_0, 2: _e_DescribeGroupsRequest_0, 3: _e_DescribeGroupsRequest_1, 4: _e_DescribeGroupsRequest_1, 5: _e_DescribeGroupsRequest_2}

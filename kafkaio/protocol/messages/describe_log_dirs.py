@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -241,18 +241,10 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_3(buf: memoryview, pos: int
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsRequest.DescribableLogDirTopic(v_0, v_1), pos
 
 def _d_DescribeLogDirsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
@@ -272,18 +264,10 @@ def _d_DescribeLogDirsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeLogD
         for _ in range(n):
             x, pos = _d_DescribeLogDirsRequest_DescribableLogDirTopic_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsRequest(v_0), pos
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_3(o: DescribeLogDirsResponse.DescribeLogDirsPartition, out: bytearray) -> None:
@@ -425,18 +409,10 @@ def _e_DescribeLogDirsResponse_4(o: DescribeLogDirsResponse, out: bytearray) -> 
 def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_7(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsPartition, int]:
     v_0, v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
     pos += 21
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse.DescribeLogDirsPartition(v_0, v_1, v_2, v_3), pos
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_6(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsTopic, int]:
@@ -470,18 +446,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_6(buf: memoryview, pos: int)
         for _ in range(n):
             x, pos = _d_DescribeLogDirsResponse_DescribeLogDirsPartition_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse.DescribeLogDirsTopic(v_0, v_1), pos
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
@@ -517,18 +485,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_5(buf: memoryview, pos: int
         for _ in range(n):
             x, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse.DescribeLogDirsResult(v_0, v_1, v_2, -1, -1), pos
 
 def _d_DescribeLogDirsResponse_4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -550,18 +510,10 @@ def _d_DescribeLogDirsResponse_4(buf: memoryview, pos: int) -> tuple[DescribeLog
         for _ in range(n):
             x, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse(v_0, 0, v_2), pos
 
 def _e_DescribeLogDirsResponse_8(o: DescribeLogDirsResponse, out: bytearray) -> None:
@@ -591,18 +543,10 @@ def _d_DescribeLogDirsResponse_8(buf: memoryview, pos: int) -> tuple[DescribeLog
         for _ in range(n):
             x, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse(v_0, v_1, v_2), pos
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_10(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: bytearray) -> None:
@@ -660,18 +604,10 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_10(buf: memoryview, pos: in
             ap(x)
     v_3, v_4 = _S4.unpack_from(buf, pos)
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse.DescribeLogDirsResult(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_DescribeLogDirsResponse_9(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -693,18 +629,10 @@ def _d_DescribeLogDirsResponse_9(buf: memoryview, pos: int) -> tuple[DescribeLog
         for _ in range(n):
             x, pos = _d_DescribeLogDirsResponse_DescribeLogDirsResult_10(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeLogDirsResponse(v_0, v_1, v_2), pos
 
 _ENCODERS['DescribeLogDirsRequest'] = {0: _e_DescribeLogDirsRequest_0, 1: _e_DescribeLogDirsRequest_0, 2: _e_DescribeLogDirsRequest_2, 3: _e_DescribeLogDirsRequest_2, 4: _e_DescribeLogDirsRequest_2}

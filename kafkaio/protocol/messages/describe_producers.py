@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -182,18 +182,10 @@ def _d_DescribeProducersRequest_TopicRequest_1(buf: memoryview, pos: int) -> tup
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeProducersRequest.TopicRequest(v_0, v_1), pos
 
 def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
@@ -213,18 +205,10 @@ def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[DescribePr
         for _ in range(n):
             x, pos = _d_DescribeProducersRequest_TopicRequest_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeProducersRequest(v_0), pos
 
 def _e_DescribeProducersResponse_ProducerState_3(o: DescribeProducersResponse.ProducerState, out: bytearray) -> None:
@@ -266,18 +250,10 @@ def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray)
 def _d_DescribeProducersResponse_ProducerState_3(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.ProducerState, int]:
     v_0, v_1, v_2, v_3, v_4, v_5 = _S2.unpack_from(buf, pos)
     pos += 36
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeProducersResponse.ProducerState(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_DescribeProducersResponse_PartitionResponse_2(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.PartitionResponse, int]:
@@ -313,18 +289,10 @@ def _d_DescribeProducersResponse_PartitionResponse_2(buf: memoryview, pos: int) 
         for _ in range(n):
             x, pos = _d_DescribeProducersResponse_ProducerState_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeProducersResponse.PartitionResponse(v_0, v_1, v_2, v_3), pos
 
 def _d_DescribeProducersResponse_TopicResponse_1(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.TopicResponse, int]:
@@ -358,18 +326,10 @@ def _d_DescribeProducersResponse_TopicResponse_1(buf: memoryview, pos: int) -> t
         for _ in range(n):
             x, pos = _d_DescribeProducersResponse_PartitionResponse_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeProducersResponse.TopicResponse(v_0, v_1), pos
 
 def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
@@ -391,18 +351,10 @@ def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[DescribeP
         for _ in range(n):
             x, pos = _d_DescribeProducersResponse_TopicResponse_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeProducersResponse(v_0, v_1), pos
 
 _ENCODERS['DescribeProducersRequest'] = {0: _e_DescribeProducersRequest_0}

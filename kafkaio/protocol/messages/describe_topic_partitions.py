@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -196,18 +196,10 @@ def _d_DescribeTopicPartitionsRequest_TopicRequest_1(buf: memoryview, pos: int) 
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsRequest.TopicRequest(v_0), pos
 
 def _d_DescribeTopicPartitionsRequest_Cursor_2(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest.Cursor, int]:
@@ -227,18 +219,10 @@ def _d_DescribeTopicPartitionsRequest_Cursor_2(buf: memoryview, pos: int) -> tup
         pos = end
     v_1, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsRequest.Cursor(v_0, v_1), pos
 
 def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
@@ -265,18 +249,10 @@ def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[Desc
         pos += 1
     else:
         v_2, pos = _d_DescribeTopicPartitionsRequest_Cursor_2(buf, pos + 1)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsRequest(v_0, v_1, v_2), pos
 
 def _e_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_2(o: DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition, out: bytearray) -> None:
@@ -409,18 +385,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
             raise _truncated()
         v_8 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8), pos
 
 def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_1(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic, int]:
@@ -464,18 +432,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_1(bu
             ap(x)
     v_5, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_DescribeTopicPartitionsResponse_Cursor_3(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse.Cursor, int]:
@@ -495,18 +455,10 @@ def _d_DescribeTopicPartitionsResponse_Cursor_3(buf: memoryview, pos: int) -> tu
         pos = end
     v_1, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsResponse.Cursor(v_0, v_1), pos
 
 def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
@@ -533,18 +485,10 @@ def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[Des
         pos += 1
     else:
         v_2, pos = _d_DescribeTopicPartitionsResponse_Cursor_3(buf, pos + 1)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTopicPartitionsResponse(v_0, v_1, v_2), pos
 
 _ENCODERS['DescribeTopicPartitionsRequest'] = {0: _e_DescribeTopicPartitionsRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -158,18 +158,10 @@ def _d_DescribeTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[Describ
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_0.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTransactionsRequest(v_0), pos
 
 def _e_DescribeTransactionsResponse_TopicData_2(o: DescribeTransactionsResponse.TopicData, out: bytearray) -> None:
@@ -232,18 +224,10 @@ def _d_DescribeTransactionsResponse_TopicData_2(buf: memoryview, pos: int) -> tu
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTransactionsResponse.TopicData(v_0, v_1), pos
 
 def _d_DescribeTransactionsResponse_TransactionState_1(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse.TransactionState, int]:
@@ -295,18 +279,10 @@ def _d_DescribeTransactionsResponse_TransactionState_1(buf: memoryview, pos: int
         for _ in range(n):
             x, pos = _d_DescribeTransactionsResponse_TopicData_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTransactionsResponse.TransactionState(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos
 
 def _d_DescribeTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
@@ -328,18 +304,10 @@ def _d_DescribeTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[Descri
         for _ in range(n):
             x, pos = _d_DescribeTransactionsResponse_TransactionState_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeTransactionsResponse(v_0, v_1), pos
 
 _ENCODERS['DescribeTransactionsRequest'] = {0: _e_DescribeTransactionsRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -157,18 +157,10 @@ def _d_DescribeUserScramCredentialsRequest_UserName_1(buf: memoryview, pos: int)
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeUserScramCredentialsRequest.UserName(v_0), pos
 
 def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
@@ -188,18 +180,10 @@ def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple
         for _ in range(n):
             x, pos = _d_DescribeUserScramCredentialsRequest_UserName_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeUserScramCredentialsRequest(v_0), pos
 
 def _e_DescribeUserScramCredentialsResponse_CredentialInfo_2(o: DescribeUserScramCredentialsResponse.CredentialInfo, out: bytearray) -> None:
@@ -240,18 +224,10 @@ def _e_DescribeUserScramCredentialsResponse_0(o: DescribeUserScramCredentialsRes
 def _d_DescribeUserScramCredentialsResponse_CredentialInfo_2(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse.CredentialInfo, int]:
     v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 5
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeUserScramCredentialsResponse.CredentialInfo(v_0, v_1), pos
 
 def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_1(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult, int]:
@@ -301,18 +277,10 @@ def _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_1
         for _ in range(n):
             x, pos = _d_DescribeUserScramCredentialsResponse_CredentialInfo_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult(v_0, v_1, v_2, v_3), pos
 
 def _d_DescribeUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
@@ -348,18 +316,10 @@ def _d_DescribeUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tupl
         for _ in range(n):
             x, pos = _d_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return DescribeUserScramCredentialsResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['DescribeUserScramCredentialsRequest'] = {0: _e_DescribeUserScramCredentialsRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -263,18 +263,10 @@ def _d_ElectLeadersRequest_TopicPartitions_4(buf: memoryview, pos: int) -> tuple
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ElectLeadersRequest.TopicPartitions(v_0, v_1), pos
 
 def _d_ElectLeadersRequest_3(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
@@ -298,18 +290,10 @@ def _d_ElectLeadersRequest_3(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
             ap(x)
     v_2, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ElectLeadersRequest(v_0, v_1, v_2), pos
 
 def _e_ElectLeadersResponse_PartitionResult_2(o: ElectLeadersResponse.PartitionResult, out: bytearray) -> None:
@@ -463,18 +447,10 @@ def _d_ElectLeadersResponse_PartitionResult_6(buf: memoryview, pos: int) -> tupl
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ElectLeadersResponse.PartitionResult(v_0, v_1, v_2), pos
 
 def _d_ElectLeadersResponse_ReplicaElectionResult_5(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.ReplicaElectionResult, int]:
@@ -508,18 +484,10 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_5(buf: memoryview, pos: int) -
         for _ in range(n):
             x, pos = _d_ElectLeadersResponse_PartitionResult_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ElectLeadersResponse.ReplicaElectionResult(v_0, v_1), pos
 
 def _d_ElectLeadersResponse_4(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
@@ -541,18 +509,10 @@ def _d_ElectLeadersResponse_4(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
         for _ in range(n):
             x, pos = _d_ElectLeadersResponse_ReplicaElectionResult_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ElectLeadersResponse(v_0, v_1, v_2), pos
 
 _ENCODERS['ElectLeadersRequest'] = {0: _e_ElectLeadersRequest_0, 1: _e_ElectLeadersRequest_2, 2: _e_ElectLeadersRequest_3}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -146,18 +146,10 @@ def _d_EndTxnRequest_1(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
         pos = end
     v_1, v_2, v_3 = _S0.unpack_from(buf, pos)
     pos += 11
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return EndTxnRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_EndTxnResponse_0(o: EndTxnResponse, out: bytearray) -> None:
@@ -175,18 +167,10 @@ def _e_EndTxnResponse_1(o: EndTxnResponse, out: bytearray) -> None:
 def _d_EndTxnResponse_1(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     v_0, v_1 = _S1.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return EndTxnResponse(v_0, v_1, -1, -1), pos
 
 def _e_EndTxnResponse_2(o: EndTxnResponse, out: bytearray) -> None:
@@ -196,18 +180,10 @@ def _e_EndTxnResponse_2(o: EndTxnResponse, out: bytearray) -> None:
 def _d_EndTxnResponse_2(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     v_0, v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return EndTxnResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['EndTxnRequest'] = {0: _e_EndTxnRequest_0, 1: _e_EndTxnRequest_0, 2: _e_EndTxnRequest_0, 3: _e_EndTxnRequest_1, 4: _e_EndTxnRequest_1, 5: _e_EndTxnRequest_1}

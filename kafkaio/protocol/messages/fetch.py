@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -679,18 +679,10 @@ def _e_FetchRequest_14(o: FetchRequest, out: bytearray) -> None:
 def _d_FetchRequest_FetchPartition_16(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
     v_0, v_1, v_2, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 32
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.FetchPartition(v_0, v_1, v_2, v_3, v_4, v_5, _UUID_ZERO), pos
 
 def _d_FetchRequest_FetchTopic_15(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
@@ -724,18 +716,10 @@ def _d_FetchRequest_FetchTopic_15(buf: memoryview, pos: int) -> tuple[FetchReque
         for _ in range(n):
             x, pos = _d_FetchRequest_FetchPartition_16(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.FetchTopic(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchRequest_ForgottenTopic_17(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
@@ -766,18 +750,10 @@ def _d_FetchRequest_ForgottenTopic_17(buf: memoryview, pos: int) -> tuple[FetchR
             raise _truncated()
         v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.ForgottenTopic(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchRequest_14(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -920,18 +896,10 @@ def _d_FetchRequest_FetchTopic_19(buf: memoryview, pos: int) -> tuple[FetchReque
         for _ in range(n):
             x, pos = _d_FetchRequest_FetchPartition_16(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.FetchTopic('', v_1, v_2), pos
 
 def _d_FetchRequest_ForgottenTopic_20(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
@@ -952,18 +920,10 @@ def _d_FetchRequest_ForgottenTopic_20(buf: memoryview, pos: int) -> tuple[FetchR
             raise _truncated()
         v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.ForgottenTopic('', v_1, v_2), pos
 
 def _d_FetchRequest_18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -1081,18 +1041,10 @@ def _e_FetchRequest_21(o: FetchRequest, out: bytearray) -> None:
 def _d_FetchRequest_ReplicaState_22(buf: memoryview, pos: int) -> tuple[FetchRequest.ReplicaState, int]:
     v_0, v_1 = _S9.unpack_from(buf, pos)
     pos += 12
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.ReplicaState(v_0, v_1), pos
 
 def _d_FetchRequest_21(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -1267,18 +1219,10 @@ def _d_FetchRequest_FetchTopic_24(buf: memoryview, pos: int) -> tuple[FetchReque
         for _ in range(n):
             x, pos = _d_FetchRequest_FetchPartition_25(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchRequest.FetchTopic('', v_1, v_2), pos
 
 def _d_FetchRequest_23(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -1872,69 +1816,37 @@ def _e_FetchResponse_15(o: FetchResponse, out: bytearray) -> None:
 def _d_FetchResponse_AbortedTransaction_18(buf: memoryview, pos: int) -> tuple[FetchResponse.AbortedTransaction, int]:
     v_0, v_1 = _S13.unpack_from(buf, pos)
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.AbortedTransaction(v_0, v_1), pos
 
 def _d_FetchResponse_EpochEndOffset_19(buf: memoryview, pos: int) -> tuple[FetchResponse.EpochEndOffset, int]:
     v_0, v_1 = _S9.unpack_from(buf, pos)
     pos += 12
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.EpochEndOffset(v_0, v_1), pos
 
 def _d_FetchResponse_LeaderIdAndEpoch_20(buf: memoryview, pos: int) -> tuple[FetchResponse.LeaderIdAndEpoch, int]:
     v_0, v_1 = _S16.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_FetchResponse_SnapshotId_21(buf: memoryview, pos: int) -> tuple[FetchResponse.SnapshotId, int]:
     v_0, v_1 = _S17.unpack_from(buf, pos)
     pos += 12
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.SnapshotId(v_0, v_1), pos
 
 def _d_FetchResponse_PartitionData_17(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
@@ -2026,18 +1938,10 @@ def _d_FetchResponse_FetchableTopicResponse_16(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             x, pos = _d_FetchResponse_PartitionData_17(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_15(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
@@ -2059,18 +1963,10 @@ def _d_FetchResponse_15(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             x, pos = _d_FetchResponse_FetchableTopicResponse_16(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse(v_0, v_1, v_2, v_3, []), pos
 
 def _e_FetchResponse_FetchableTopicResponse_23(o: FetchResponse.FetchableTopicResponse, out: bytearray) -> None:
@@ -2110,18 +2006,10 @@ def _d_FetchResponse_FetchableTopicResponse_23(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             x, pos = _d_FetchResponse_PartitionData_17(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.FetchableTopicResponse('', v_1, v_2), pos
 
 def _d_FetchResponse_22(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
@@ -2143,18 +2031,10 @@ def _d_FetchResponse_22(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         for _ in range(n):
             x, pos = _d_FetchResponse_FetchableTopicResponse_23(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse(v_0, v_1, v_2, v_3, []), pos
 
 def _e_FetchResponse_NodeEndpoint_25(o: FetchResponse.NodeEndpoint, out: bytearray) -> None:
@@ -2220,18 +2100,10 @@ def _d_FetchResponse_NodeEndpoint_25(buf: memoryview, pos: int) -> tuple[FetchRe
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FetchResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_FetchResponse_24(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -180,18 +180,10 @@ def _d_FindCoordinatorRequest_2(buf: memoryview, pos: int) -> tuple[FindCoordina
         pos = end
     v_1, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FindCoordinatorRequest(v_0, v_1, []), pos
 
 def _e_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray) -> None:
@@ -235,18 +227,10 @@ def _d_FindCoordinatorRequest_3(buf: memoryview, pos: int) -> tuple[FindCoordina
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_2.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FindCoordinatorRequest('', v_1, v_2), pos
 
 def _e_FindCoordinatorResponse_0(o: FindCoordinatorResponse, out: bytearray) -> None:
@@ -366,18 +350,10 @@ def _d_FindCoordinatorResponse_2(buf: memoryview, pos: int) -> tuple[FindCoordin
         pos = end
     v_5, = _S2.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FindCoordinatorResponse(v_0, v_1, v_2, v_3, v_4, v_5, []), pos
 
 def _e_FindCoordinatorResponse_Coordinator_4(o: FindCoordinatorResponse.Coordinator, out: bytearray) -> None:
@@ -452,18 +428,10 @@ def _d_FindCoordinatorResponse_Coordinator_4(buf: memoryview, pos: int) -> tuple
             raise _truncated()
         v_5 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FindCoordinatorResponse.Coordinator(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_FindCoordinatorResponse_3(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
@@ -485,18 +453,10 @@ def _d_FindCoordinatorResponse_3(buf: memoryview, pos: int) -> tuple[FindCoordin
         for _ in range(n):
             x, pos = _d_FindCoordinatorResponse_Coordinator_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return FindCoordinatorResponse(v_0, 0, '', 0, '', 0, v_6), pos
 
 _ENCODERS['FindCoordinatorRequest'] = {0: _e_FindCoordinatorRequest_0, 1: _e_FindCoordinatorRequest_1, 2: _e_FindCoordinatorRequest_1, 3: _e_FindCoordinatorRequest_2, 4: _e_FindCoordinatorRequest_3, 5: _e_FindCoordinatorRequest_3, 6: _e_FindCoordinatorRequest_3}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -112,18 +112,10 @@ def _d_GetTelemetrySubscriptionsRequest_0(buf: memoryview, pos: int) -> tuple[Ge
         raise _truncated()
     v_0 = _uuid(buf[pos:pos + 16])
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return GetTelemetrySubscriptionsRequest(v_0), pos
 
 def _e_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
@@ -194,18 +186,10 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf: memoryview, pos: int) -> tuple[G
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_8.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return GetTelemetrySubscriptionsResponse(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8), pos
 
 _ENCODERS['GetTelemetrySubscriptionsRequest'] = {0: _e_GetTelemetrySubscriptionsRequest_0}

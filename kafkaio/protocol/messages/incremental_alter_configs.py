@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -290,18 +290,10 @@ def _d_IncrementalAlterConfigsRequest_AlterableConfig_5(buf: memoryview, pos: in
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return IncrementalAlterConfigsRequest.AlterableConfig(v_0, v_1, v_2), pos
 
 def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_4(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterConfigsResource, int]:
@@ -337,18 +329,10 @@ def _d_IncrementalAlterConfigsRequest_AlterConfigsResource_4(buf: memoryview, po
         for _ in range(n):
             x, pos = _d_IncrementalAlterConfigsRequest_AlterableConfig_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return IncrementalAlterConfigsRequest.AlterConfigsResource(v_0, v_1, v_2), pos
 
 def _d_IncrementalAlterConfigsRequest_3(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
@@ -370,18 +354,10 @@ def _d_IncrementalAlterConfigsRequest_3(buf: memoryview, pos: int) -> tuple[Incr
             ap(x)
     v_1, = _S1.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return IncrementalAlterConfigsRequest(v_0, v_1), pos
 
 def _e_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_1(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: bytearray) -> None:
@@ -503,18 +479,10 @@ def _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_3(buf: memor
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(v_0, v_1, v_2, v_3), pos
 
 def _d_IncrementalAlterConfigsResponse_2(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
@@ -536,18 +504,10 @@ def _d_IncrementalAlterConfigsResponse_2(buf: memoryview, pos: int) -> tuple[Inc
         for _ in range(n):
             x, pos = _d_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return IncrementalAlterConfigsResponse(v_0, v_1), pos
 
 _ENCODERS['IncrementalAlterConfigsRequest'] = {0: _e_IncrementalAlterConfigsRequest_0, 1: _e_IncrementalAlterConfigsRequest_3}

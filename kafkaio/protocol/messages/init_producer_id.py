@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -152,18 +152,10 @@ def _d_InitProducerIdRequest_1(buf: memoryview, pos: int) -> tuple[InitProducerI
         pos = end
     v_1, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return InitProducerIdRequest(v_0, v_1, -1, -1), pos
 
 def _e_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray) -> None:
@@ -193,18 +185,10 @@ def _d_InitProducerIdRequest_2(buf: memoryview, pos: int) -> tuple[InitProducerI
         pos = end
     v_1, v_2, v_3 = _S1.unpack_from(buf, pos)
     pos += 14
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return InitProducerIdRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_InitProducerIdResponse_0(o: InitProducerIdResponse, out: bytearray) -> None:
@@ -222,18 +206,10 @@ def _e_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray) -> No
 def _d_InitProducerIdResponse_1(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     v_0, v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return InitProducerIdResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['InitProducerIdRequest'] = {0: _e_InitProducerIdRequest_0, 1: _e_InitProducerIdRequest_0, 2: _e_InitProducerIdRequest_1, 3: _e_InitProducerIdRequest_2, 4: _e_InitProducerIdRequest_2, 5: _e_InitProducerIdRequest_2}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -428,18 +428,10 @@ def _d_JoinGroupRequest_JoinGroupRequestProtocol_5(buf: memoryview, pos: int) ->
             raise _truncated()
         v_1 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupRequest.JoinGroupRequestProtocol(v_0, v_1), pos
 
 def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
@@ -517,18 +509,10 @@ def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
         for _ in range(n):
             x, pos = _d_JoinGroupRequest_JoinGroupRequestProtocol_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6, None), pos
 
 def _e_JoinGroupRequest_6(o: JoinGroupRequest, out: bytearray) -> None:
@@ -649,18 +633,10 @@ def _d_JoinGroupRequest_6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
             raise _truncated()
         v_7 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos
 
 def _e_JoinGroupResponse_JoinGroupResponseMember_1(o: JoinGroupResponse.JoinGroupResponseMember, out: bytearray) -> None:
@@ -1005,18 +981,10 @@ def _d_JoinGroupResponse_JoinGroupResponseMember_6(buf: memoryview, pos: int) ->
             raise _truncated()
         v_2 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupResponse.JoinGroupResponseMember(v_0, v_1, v_2), pos
 
 def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
@@ -1080,18 +1048,10 @@ def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
         for _ in range(n):
             x, pos = _d_JoinGroupResponse_JoinGroupResponseMember_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupResponse(v_0, v_1, v_2, None, v_4, v_5, False, v_7, v_8), pos
 
 def _e_JoinGroupResponse_7(o: JoinGroupResponse, out: bytearray) -> None:
@@ -1195,18 +1155,10 @@ def _d_JoinGroupResponse_7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
         for _ in range(n):
             x, pos = _d_JoinGroupResponse_JoinGroupResponseMember_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupResponse(v_0, v_1, v_2, v_3, v_4, v_5, False, v_7, v_8), pos
 
 def _e_JoinGroupResponse_8(o: JoinGroupResponse, out: bytearray) -> None:
@@ -1313,18 +1265,10 @@ def _d_JoinGroupResponse_8(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
         for _ in range(n):
             x, pos = _d_JoinGroupResponse_JoinGroupResponseMember_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return JoinGroupResponse(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8), pos
 
 _ENCODERS['JoinGroupRequest'] = {0: _e_JoinGroupRequest_0, 1: _e_JoinGroupRequest_2, 2: _e_JoinGroupRequest_2, 3: _e_JoinGroupRequest_2, 4: _e_JoinGroupRequest_2, 5: _e_JoinGroupRequest_3, 6: _e_JoinGroupRequest_4, 7: _e_JoinGroupRequest_4, 8: _e_JoinGroupRequest_6, 9: _e_JoinGroupRequest_6}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -268,18 +268,10 @@ def _d_LeaveGroupRequest_MemberIdentity_4(buf: memoryview, pos: int) -> tuple[Le
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return LeaveGroupRequest.MemberIdentity(v_0, v_1, None), pos
 
 def _d_LeaveGroupRequest_3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
@@ -313,18 +305,10 @@ def _d_LeaveGroupRequest_3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest
         for _ in range(n):
             x, pos = _d_LeaveGroupRequest_MemberIdentity_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return LeaveGroupRequest(v_0, '', v_2), pos
 
 def _e_LeaveGroupRequest_MemberIdentity_6(o: LeaveGroupRequest.MemberIdentity, out: bytearray) -> None:
@@ -398,18 +382,10 @@ def _d_LeaveGroupRequest_MemberIdentity_6(buf: memoryview, pos: int) -> tuple[Le
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return LeaveGroupRequest.MemberIdentity(v_0, v_1, v_2), pos
 
 def _d_LeaveGroupRequest_5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
@@ -443,18 +419,10 @@ def _d_LeaveGroupRequest_5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest
         for _ in range(n):
             x, pos = _d_LeaveGroupRequest_MemberIdentity_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return LeaveGroupRequest(v_0, '', v_2), pos
 
 def _e_LeaveGroupResponse_0(o: LeaveGroupResponse, out: bytearray) -> None:
@@ -586,18 +554,10 @@ def _d_LeaveGroupResponse_MemberResponse_5(buf: memoryview, pos: int) -> tuple[L
         pos = end
     v_2, = _S0.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return LeaveGroupResponse.MemberResponse(v_0, v_1, v_2), pos
 
 def _d_LeaveGroupResponse_4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
@@ -619,18 +579,10 @@ def _d_LeaveGroupResponse_4(buf: memoryview, pos: int) -> tuple[LeaveGroupRespon
         for _ in range(n):
             x, pos = _d_LeaveGroupResponse_MemberResponse_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return LeaveGroupResponse(v_0, v_1, v_2), pos
 
 _ENCODERS['LeaveGroupRequest'] = {0: _e_LeaveGroupRequest_0, 1: _e_LeaveGroupRequest_0, 2: _e_LeaveGroupRequest_0, 3: _e_LeaveGroupRequest_1, 4: _e_LeaveGroupRequest_3, 5: _e_LeaveGroupRequest_5}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -118,18 +118,10 @@ def _e_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray) -> None:
     out.append(0)
 
 def _d_ListGroupsRequest_1(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsRequest([], []), pos
 
 def _e_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray) -> None:
@@ -170,18 +162,10 @@ def _d_ListGroupsRequest_2(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_0.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsRequest(v_0, []), pos
 
 def _e_ListGroupsRequest_3(o: ListGroupsRequest, out: bytearray) -> None:
@@ -256,18 +240,10 @@ def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_1.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsRequest(v_0, v_1), pos
 
 def _e_ListGroupsResponse_ListedGroup_1(o: ListGroupsResponse.ListedGroup, out: bytearray) -> None:
@@ -395,18 +371,10 @@ def _d_ListGroupsResponse_ListedGroup_4(buf: memoryview, pos: int) -> tuple[List
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsResponse.ListedGroup(v_0, v_1, '', ''), pos
 
 def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
@@ -428,18 +396,10 @@ def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
         for _ in range(n):
             x, pos = _d_ListGroupsResponse_ListedGroup_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsResponse(v_0, v_1, v_2), pos
 
 def _e_ListGroupsResponse_ListedGroup_6(o: ListGroupsResponse.ListedGroup, out: bytearray) -> None:
@@ -505,18 +465,10 @@ def _d_ListGroupsResponse_ListedGroup_6(buf: memoryview, pos: int) -> tuple[List
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsResponse.ListedGroup(v_0, v_1, v_2, ''), pos
 
 def _d_ListGroupsResponse_5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
@@ -538,18 +490,10 @@ def _d_ListGroupsResponse_5(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
         for _ in range(n):
             x, pos = _d_ListGroupsResponse_ListedGroup_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsResponse(v_0, v_1, v_2), pos
 
 def _e_ListGroupsResponse_ListedGroup_8(o: ListGroupsResponse.ListedGroup, out: bytearray) -> None:
@@ -632,18 +576,10 @@ def _d_ListGroupsResponse_ListedGroup_8(buf: memoryview, pos: int) -> tuple[List
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsResponse.ListedGroup(v_0, v_1, v_2, v_3), pos
 
 def _d_ListGroupsResponse_7(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
@@ -665,18 +601,10 @@ def _d_ListGroupsResponse_7(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
         for _ in range(n):
             x, pos = _d_ListGroupsResponse_ListedGroup_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListGroupsResponse(v_0, v_1, v_2), pos
 
 _ENCODERS['ListGroupsRequest'] = {0: _e_ListGroupsRequest_0, 1: _e_ListGroupsRequest_0, 2: _e_ListGroupsRequest_0, 3: _e_ListGroupsRequest_1, 4: _e_ListGroupsRequest_2, 5: _e_ListGroupsRequest_3}

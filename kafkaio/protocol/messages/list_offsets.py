@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -393,18 +393,10 @@ def _e_ListOffsetsRequest_10(o: ListOffsetsRequest, out: bytearray) -> None:
 def _d_ListOffsetsRequest_ListOffsetsPartition_12(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     v_0, v_1, v_2 = _S4.unpack_from(buf, pos)
     pos += 16
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsRequest.ListOffsetsPartition(v_0, v_1, v_2, 1), pos
 
 def _d_ListOffsetsRequest_ListOffsetsTopic_11(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
@@ -438,18 +430,10 @@ def _d_ListOffsetsRequest_ListOffsetsTopic_11(buf: memoryview, pos: int) -> tupl
         for _ in range(n):
             x, pos = _d_ListOffsetsRequest_ListOffsetsPartition_12(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsRequest.ListOffsetsTopic(v_0, v_1), pos
 
 def _d_ListOffsetsRequest_10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
@@ -471,18 +455,10 @@ def _d_ListOffsetsRequest_10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
         for _ in range(n):
             x, pos = _d_ListOffsetsRequest_ListOffsetsTopic_11(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsRequest(v_0, v_1, v_2, 0), pos
 
 def _e_ListOffsetsRequest_13(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -515,18 +491,10 @@ def _d_ListOffsetsRequest_13(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
             ap(x)
     v_3, = _S0.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_2(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
@@ -782,18 +750,10 @@ def _e_ListOffsetsResponse_10(o: ListOffsetsResponse, out: bytearray) -> None:
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_12(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     v_0, v_1, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 26
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, [], v_3, v_4, v_5), pos
 
 def _d_ListOffsetsResponse_ListOffsetsTopicResponse_11(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
@@ -827,18 +787,10 @@ def _d_ListOffsetsResponse_ListOffsetsTopicResponse_11(buf: memoryview, pos: int
         for _ in range(n):
             x, pos = _d_ListOffsetsResponse_ListOffsetsPartitionResponse_12(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsResponse.ListOffsetsTopicResponse(v_0, v_1), pos
 
 def _d_ListOffsetsResponse_10(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
@@ -860,18 +812,10 @@ def _d_ListOffsetsResponse_10(buf: memoryview, pos: int) -> tuple[ListOffsetsRes
         for _ in range(n):
             x, pos = _d_ListOffsetsResponse_ListOffsetsTopicResponse_11(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListOffsetsResponse(v_0, v_1), pos
 
 _ENCODERS['ListOffsetsRequest'] = {0: _e_ListOffsetsRequest_0, 1: _e_ListOffsetsRequest_3, 2: _e_ListOffsetsRequest_6, 3: _e_ListOffsetsRequest_6, 4: _e_ListOffsetsRequest_7, 5: _e_ListOffsetsRequest_7, 6: _e_ListOffsetsRequest_10, 7: _e_ListOffsetsRequest_10, 8: _e_ListOffsetsRequest_10, 9: _e_ListOffsetsRequest_10, 10: _e_ListOffsetsRequest_13}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -175,18 +175,10 @@ def _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_1(buf:
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(v_0, v_1), pos
 
 def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
@@ -208,18 +200,10 @@ def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[L
         for _ in range(n):
             x, pos = _d_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListPartitionReassignmentsRequest(v_0, v_1), pos
 
 def _e_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(o: ListPartitionReassignmentsResponse.OngoingPartitionReassignment, out: bytearray) -> None:
@@ -301,18 +285,10 @@ def _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(buf: me
             raise _truncated()
         v_3 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListPartitionReassignmentsResponse.OngoingPartitionReassignment(v_0, v_1, v_2, v_3), pos
 
 def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_1(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse.OngoingTopicReassignment, int]:
@@ -346,18 +322,10 @@ def _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_1(buf: memory
         for _ in range(n):
             x, pos = _d_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListPartitionReassignmentsResponse.OngoingTopicReassignment(v_0, v_1), pos
 
 def _d_ListPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
@@ -393,18 +361,10 @@ def _d_ListPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[
         for _ in range(n):
             x, pos = _d_ListPartitionReassignmentsResponse_OngoingTopicReassignment_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListPartitionReassignmentsResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['ListPartitionReassignmentsRequest'] = {0: _e_ListPartitionReassignmentsRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -163,18 +163,10 @@ def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransac
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
         pos += 8 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListTransactionsRequest(v_0, v_1, -1), pos
 
 def _e_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray) -> None:
@@ -234,18 +226,10 @@ def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransac
         pos += 8 * n
     v_2, = _S0.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListTransactionsRequest(v_0, v_1, v_2), pos
 
 def _e_ListTransactionsResponse_TransactionState_1(o: ListTransactionsResponse.TransactionState, out: bytearray) -> None:
@@ -303,18 +287,10 @@ def _d_ListTransactionsResponse_TransactionState_1(buf: memoryview, pos: int) ->
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListTransactionsResponse.TransactionState(v_0, v_1, v_2), pos
 
 def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
@@ -364,18 +340,10 @@ def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransa
         for _ in range(n):
             x, pos = _d_ListTransactionsResponse_TransactionState_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ListTransactionsResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['ListTransactionsRequest'] = {0: _e_ListTransactionsRequest_0, 1: _e_ListTransactionsRequest_1}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -303,18 +303,10 @@ def _d_MetadataRequest_MetadataRequestTopic_6(buf: memoryview, pos: int) -> tupl
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataRequest.MetadataRequestTopic(_UUID_ZERO, v_1), pos
 
 def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -336,18 +328,10 @@ def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
             ap(x)
     v_1, v_2, v_3 = _S1.unpack_from(buf, pos)
     pos += 3
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_MetadataRequest_MetadataRequestTopic_8(o: MetadataRequest.MetadataRequestTopic, out: bytearray) -> None:
@@ -390,18 +374,10 @@ def _d_MetadataRequest_MetadataRequestTopic_8(buf: memoryview, pos: int) -> tupl
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataRequest.MetadataRequestTopic(v_0, v_1), pos
 
 def _d_MetadataRequest_7(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -423,18 +399,10 @@ def _d_MetadataRequest_7(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
             ap(x)
     v_1, v_2, v_3 = _S1.unpack_from(buf, pos)
     pos += 3
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_MetadataRequest_9(o: MetadataRequest, out: bytearray) -> None:
@@ -467,18 +435,10 @@ def _d_MetadataRequest_9(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
             ap(x)
     v_1, v_3 = _S2.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataRequest(v_0, v_1, False, v_3), pos
 
 def _e_MetadataResponse_MetadataResponseBroker_1(o: MetadataResponse.MetadataResponseBroker, out: bytearray) -> None:
@@ -1330,18 +1290,10 @@ def _d_MetadataResponse_MetadataResponseBroker_18(buf: memoryview, pos: int) -> 
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse.MetadataResponseBroker(v_0, v_1, v_2, v_3), pos
 
 def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponsePartition, int]:
@@ -1386,18 +1338,10 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
             raise _truncated()
         v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _d_MetadataResponse_MetadataResponseTopic_19(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponseTopic, int]:
@@ -1437,18 +1381,10 @@ def _d_MetadataResponse_MetadataResponseTopic_19(buf: memoryview, pos: int) -> t
             ap(x)
     v_5, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse.MetadataResponseTopic(v_0, v_1, _UUID_ZERO, v_3, v_4, v_5), pos
 
 def _d_MetadataResponse_17(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -1504,18 +1440,10 @@ def _d_MetadataResponse_17(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             ap(x)
     v_5, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _e_MetadataResponse_MetadataResponseTopic_22(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
@@ -1593,18 +1521,10 @@ def _d_MetadataResponse_MetadataResponseTopic_22(buf: memoryview, pos: int) -> t
             ap(x)
     v_5, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse.MetadataResponseTopic(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_MetadataResponse_21(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -1660,18 +1580,10 @@ def _d_MetadataResponse_21(buf: memoryview, pos: int) -> tuple[MetadataResponse,
             ap(x)
     v_5, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _e_MetadataResponse_23(o: MetadataResponse, out: bytearray) -> None:
@@ -1744,18 +1656,10 @@ def _d_MetadataResponse_23(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             x, pos = _d_MetadataResponse_MetadataResponseTopic_22(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse(v_0, v_1, v_2, v_3, v_4, -2147483648), pos
 
 def _e_MetadataResponse_MetadataResponseTopic_25(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
@@ -1835,18 +1739,10 @@ def _d_MetadataResponse_MetadataResponseTopic_25(buf: memoryview, pos: int) -> t
             ap(x)
     v_5, = _S3.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse.MetadataResponseTopic(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_MetadataResponse_24(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -1900,18 +1796,10 @@ def _d_MetadataResponse_24(buf: memoryview, pos: int) -> tuple[MetadataResponse,
         for _ in range(n):
             x, pos = _d_MetadataResponse_MetadataResponseTopic_25(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return MetadataResponse(v_0, v_1, v_2, v_3, v_4, -2147483648), pos
 
 _ENCODERS['MetadataRequest'] = {0: _e_MetadataRequest_0, 1: _e_MetadataRequest_2, 2: _e_MetadataRequest_2, 3: _e_MetadataRequest_2, 4: _e_MetadataRequest_3, 5: _e_MetadataRequest_3, 6: _e_MetadataRequest_3, 7: _e_MetadataRequest_3, 8: _e_MetadataRequest_4, 9: _e_MetadataRequest_5, 10: _e_MetadataRequest_7, 11: _e_MetadataRequest_9, 12: _e_MetadataRequest_9}

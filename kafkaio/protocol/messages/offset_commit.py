@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -677,18 +677,10 @@ def _d_OffsetCommitRequest_OffsetCommitRequestPartition_14(buf: memoryview, pos:
             raise _truncated()
         v_4 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetCommitRequest.OffsetCommitRequestPartition(v_0, v_1, v_2, -1, v_4), pos
 
 def _d_OffsetCommitRequest_OffsetCommitRequestTopic_13(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestTopic, int]:
@@ -722,18 +714,10 @@ def _d_OffsetCommitRequest_OffsetCommitRequestTopic_13(buf: memoryview, pos: int
         for _ in range(n):
             x, pos = _d_OffsetCommitRequest_OffsetCommitRequestPartition_14(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetCommitRequest.OffsetCommitRequestTopic(v_0, v_1), pos
 
 def _d_OffsetCommitRequest_12(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
@@ -797,18 +781,10 @@ def _d_OffsetCommitRequest_12(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             x, pos = _d_OffsetCommitRequest_OffsetCommitRequestTopic_13(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetCommitRequest(v_0, v_1, v_2, v_3, -1, v_5), pos
 
 def _e_OffsetCommitResponse_OffsetCommitResponsePartition_2(o: OffsetCommitResponse.OffsetCommitResponsePartition, out: bytearray) -> None:
@@ -923,18 +899,10 @@ def _e_OffsetCommitResponse_4(o: OffsetCommitResponse, out: bytearray) -> None:
 def _d_OffsetCommitResponse_OffsetCommitResponsePartition_6(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponsePartition, int]:
     v_0, v_1 = _S5.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetCommitResponse.OffsetCommitResponsePartition(v_0, v_1), pos
 
 def _d_OffsetCommitResponse_OffsetCommitResponseTopic_5(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse.OffsetCommitResponseTopic, int]:
@@ -968,18 +936,10 @@ def _d_OffsetCommitResponse_OffsetCommitResponseTopic_5(buf: memoryview, pos: in
         for _ in range(n):
             x, pos = _d_OffsetCommitResponse_OffsetCommitResponsePartition_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetCommitResponse.OffsetCommitResponseTopic(v_0, v_1), pos
 
 def _d_OffsetCommitResponse_4(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
@@ -1001,18 +961,10 @@ def _d_OffsetCommitResponse_4(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
         for _ in range(n):
             x, pos = _d_OffsetCommitResponse_OffsetCommitResponseTopic_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetCommitResponse(v_0, v_1), pos
 
 _ENCODERS['OffsetCommitRequest'] = {0: _e_OffsetCommitRequest_0, 1: _e_OffsetCommitRequest_3, 2: _e_OffsetCommitRequest_6, 3: _e_OffsetCommitRequest_6, 4: _e_OffsetCommitRequest_6, 5: _e_OffsetCommitRequest_7, 6: _e_OffsetCommitRequest_8, 7: _e_OffsetCommitRequest_11, 8: _e_OffsetCommitRequest_12, 9: _e_OffsetCommitRequest_12}

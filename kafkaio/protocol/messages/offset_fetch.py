@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -335,18 +335,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_4(buf: memoryview, pos: int) -
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest.OffsetFetchRequestTopic(v_0, v_1), pos
 
 def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -380,18 +372,10 @@ def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest(v_0, v_1, [], False), pos
 
 def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -441,18 +425,10 @@ def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
             ap(x)
     v_3, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest(v_0, v_1, [], v_3), pos
 
 def _e_OffsetFetchRequest_OffsetFetchRequestTopics_8(o: OffsetFetchRequest.OffsetFetchRequestTopics, out: bytearray) -> None:
@@ -513,18 +489,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf: memoryview, pos: int) 
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest.OffsetFetchRequestTopics(v_0, v_1), pos
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
@@ -558,18 +526,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_7(buf: memoryview, pos: int) -
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest.OffsetFetchRequestGroup(v_0, None, -1, v_3), pos
 
 def _d_OffsetFetchRequest_6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -591,18 +551,10 @@ def _d_OffsetFetchRequest_6(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
             ap(x)
     v_3, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest('', [], v_2, v_3), pos
 
 def _e_OffsetFetchRequest_OffsetFetchRequestGroup_10(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: bytearray) -> None:
@@ -680,18 +632,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf: memoryview, pos: int) 
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest.OffsetFetchRequestGroup(v_0, v_1, v_2, v_3), pos
 
 def _d_OffsetFetchRequest_9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -713,18 +657,10 @@ def _d_OffsetFetchRequest_9(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
             ap(x)
     v_3, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchRequest('', [], v_2, v_3), pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_2(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: bytearray) -> None:
@@ -997,18 +933,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_10(buf: memoryview, pos:
         pos = end
     v_4, = _S3.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse.OffsetFetchResponsePartition(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopic_9(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopic, int]:
@@ -1042,18 +970,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_9(buf: memoryview, pos: int)
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartition_10(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse.OffsetFetchResponseTopic(v_0, v_1), pos
 
 def _d_OffsetFetchResponse_8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -1077,18 +997,10 @@ def _d_OffsetFetchResponse_8(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
             ap(x)
     v_2, = _S3.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse(v_0, v_1, v_2, []), pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_14(o: OffsetFetchResponse.OffsetFetchResponsePartitions, out: bytearray) -> None:
@@ -1150,18 +1062,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_14(buf: memoryview, pos
         pos = end
     v_4, = _S3.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse.OffsetFetchResponsePartitions(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_OffsetFetchResponse_OffsetFetchResponseTopics_13(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopics, int]:
@@ -1195,18 +1099,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopics_13(buf: memoryview, pos: in
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponsePartitions_14(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse.OffsetFetchResponseTopics(v_0, v_1), pos
 
 def _d_OffsetFetchResponse_OffsetFetchResponseGroup_12(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup, int]:
@@ -1242,18 +1138,10 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_12(buf: memoryview, pos: int
             ap(x)
     v_2, = _S3.unpack_from(buf, pos)
     pos += 2
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse.OffsetFetchResponseGroup(v_0, v_1, v_2), pos
 
 def _d_OffsetFetchResponse_11(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -1275,18 +1163,10 @@ def _d_OffsetFetchResponse_11(buf: memoryview, pos: int) -> tuple[OffsetFetchRes
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponseGroup_12(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetFetchResponse(v_0, [], 0, v_3), pos
 
 _ENCODERS['OffsetFetchRequest'] = {0: _e_OffsetFetchRequest_0, 1: _e_OffsetFetchRequest_0, 2: _e_OffsetFetchRequest_2, 3: _e_OffsetFetchRequest_2, 4: _e_OffsetFetchRequest_2, 5: _e_OffsetFetchRequest_2, 6: _e_OffsetFetchRequest_3, 7: _e_OffsetFetchRequest_5, 8: _e_OffsetFetchRequest_6, 9: _e_OffsetFetchRequest_9}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -313,18 +313,10 @@ def _e_OffsetForLeaderEpochRequest_7(o: OffsetForLeaderEpochRequest, out: bytear
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_9(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:
     v_0, v_1, v_2 = _S1.unpack_from(buf, pos)
     pos += 12
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetForLeaderEpochRequest.OffsetForLeaderPartition(v_0, v_1, v_2), pos
 
 def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderTopic, int]:
@@ -358,18 +350,10 @@ def _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf: memoryview, pos: 
         for _ in range(n):
             x, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_9(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetForLeaderEpochRequest.OffsetForLeaderTopic(v_0, v_1), pos
 
 def _d_OffsetForLeaderEpochRequest_7(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
@@ -391,18 +375,10 @@ def _d_OffsetForLeaderEpochRequest_7(buf: memoryview, pos: int) -> tuple[OffsetF
         for _ in range(n):
             x, pos = _d_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetForLeaderEpochRequest(v_0, v_1), pos
 
 def _e_OffsetForLeaderEpochResponse_EpochEndOffset_2(o: OffsetForLeaderEpochResponse.EpochEndOffset, out: bytearray) -> None:
@@ -580,18 +556,10 @@ def _e_OffsetForLeaderEpochResponse_7(o: OffsetForLeaderEpochResponse, out: byte
 def _d_OffsetForLeaderEpochResponse_EpochEndOffset_9(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.EpochEndOffset, int]:
     v_0, v_1, v_2, v_3 = _S4.unpack_from(buf, pos)
     pos += 18
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetForLeaderEpochResponse.EpochEndOffset(v_0, v_1, v_2, v_3), pos
 
 def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_8(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult, int]:
@@ -625,18 +593,10 @@ def _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_8(buf: memoryview
         for _ in range(n):
             x, pos = _d_OffsetForLeaderEpochResponse_EpochEndOffset_9(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(v_0, v_1), pos
 
 def _d_OffsetForLeaderEpochResponse_7(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
@@ -658,18 +618,10 @@ def _d_OffsetForLeaderEpochResponse_7(buf: memoryview, pos: int) -> tuple[Offset
         for _ in range(n):
             x, pos = _d_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return OffsetForLeaderEpochResponse(v_0, v_1), pos
 
 _ENCODERS['OffsetForLeaderEpochRequest'] = {0: _e_OffsetForLeaderEpochRequest_0, 1: _e_OffsetForLeaderEpochRequest_0, 2: _e_OffsetForLeaderEpochRequest_3, 3: _e_OffsetForLeaderEpochRequest_6, 4: _e_OffsetForLeaderEpochRequest_7}

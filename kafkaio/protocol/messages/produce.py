@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -347,18 +347,10 @@ def _d_ProduceRequest_PartitionProduceData_6(buf: memoryview, pos: int) -> tuple
             raise _truncated()
         v_1 = buf[pos:end]
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceRequest.PartitionProduceData(v_0, v_1), pos
 
 def _d_ProduceRequest_TopicProduceData_5(buf: memoryview, pos: int) -> tuple[ProduceRequest.TopicProduceData, int]:
@@ -392,18 +384,10 @@ def _d_ProduceRequest_TopicProduceData_5(buf: memoryview, pos: int) -> tuple[Pro
         for _ in range(n):
             x, pos = _d_ProduceRequest_PartitionProduceData_6(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceRequest.TopicProduceData(v_0, v_1), pos
 
 def _d_ProduceRequest_4(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
@@ -439,18 +423,10 @@ def _d_ProduceRequest_4(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
         for _ in range(n):
             x, pos = _d_ProduceRequest_TopicProduceData_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_ProduceResponse_PartitionProduceResponse_2(o: ProduceResponse.PartitionProduceResponse, out: bytearray) -> None:
@@ -853,18 +829,10 @@ def _d_ProduceResponse_BatchIndexAndErrorMessage_17(buf: memoryview, pos: int) -
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse.BatchIndexAndErrorMessage(v_0, v_1), pos
 
 def _d_ProduceResponse_PartitionProduceResponse_16(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
@@ -900,18 +868,10 @@ def _d_ProduceResponse_PartitionProduceResponse_16(buf: memoryview, pos: int) ->
             raise _truncated()
         v_6 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse.PartitionProduceResponse(v_0, v_1, v_2, v_3, v_4, v_5, v_6, ProduceResponse.LeaderIdAndEpoch()), pos
 
 def _d_ProduceResponse_TopicProduceResponse_15(buf: memoryview, pos: int) -> tuple[ProduceResponse.TopicProduceResponse, int]:
@@ -945,18 +905,10 @@ def _d_ProduceResponse_TopicProduceResponse_15(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             x, pos = _d_ProduceResponse_PartitionProduceResponse_16(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse.TopicProduceResponse(v_0, v_1), pos
 
 def _d_ProduceResponse_14(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
@@ -978,18 +930,10 @@ def _d_ProduceResponse_14(buf: memoryview, pos: int) -> tuple[ProduceResponse, i
             ap(x)
     v_1, = _S1.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse(v_0, v_1, []), pos
 
 def _e_ProduceResponse_LeaderIdAndEpoch_21(o: ProduceResponse.LeaderIdAndEpoch, out: bytearray) -> None:
@@ -1058,18 +1002,10 @@ def _e_ProduceResponse_18(o: ProduceResponse, out: bytearray) -> None:
 def _d_ProduceResponse_LeaderIdAndEpoch_21(buf: memoryview, pos: int) -> tuple[ProduceResponse.LeaderIdAndEpoch, int]:
     v_0, v_1 = _S5.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ProduceResponse_PartitionProduceResponse_20(buf: memoryview, pos: int) -> tuple[ProduceResponse.PartitionProduceResponse, int]:
@@ -1153,18 +1089,10 @@ def _d_ProduceResponse_TopicProduceResponse_19(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             x, pos = _d_ProduceResponse_PartitionProduceResponse_20(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse.TopicProduceResponse(v_0, v_1), pos
 
 def _d_ProduceResponse_NodeEndpoint_22(buf: memoryview, pos: int) -> tuple[ProduceResponse.NodeEndpoint, int]:
@@ -1200,18 +1128,10 @@ def _d_ProduceResponse_NodeEndpoint_22(buf: memoryview, pos: int) -> tuple[Produ
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ProduceResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ProduceResponse_18(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:

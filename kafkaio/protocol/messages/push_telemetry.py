@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -128,18 +128,10 @@ def _d_PushTelemetryRequest_0(buf: memoryview, pos: int) -> tuple[PushTelemetryR
             raise _truncated()
         v_4 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return PushTelemetryRequest(v_0, v_1, v_2, v_3, v_4), pos
 
 def _e_PushTelemetryResponse_0(o: PushTelemetryResponse, out: bytearray) -> None:
@@ -149,18 +141,10 @@ def _e_PushTelemetryResponse_0(o: PushTelemetryResponse, out: bytearray) -> None
 def _d_PushTelemetryResponse_0(buf: memoryview, pos: int) -> tuple[PushTelemetryResponse, int]:
     v_0, v_1 = _S1.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return PushTelemetryResponse(v_0, v_1), pos
 
 _ENCODERS['PushTelemetryRequest'] = {0: _e_PushTelemetryRequest_0}

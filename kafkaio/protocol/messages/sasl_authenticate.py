@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -136,18 +136,10 @@ def _d_SaslAuthenticateRequest_1(buf: memoryview, pos: int) -> tuple[SaslAuthent
             raise _truncated()
         v_0 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SaslAuthenticateRequest(v_0), pos
 
 def _e_SaslAuthenticateResponse_0(o: SaslAuthenticateResponse, out: bytearray) -> None:
@@ -274,18 +266,10 @@ def _d_SaslAuthenticateResponse_2(buf: memoryview, pos: int) -> tuple[SaslAuthen
         pos = end
     v_3, = _S1.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SaslAuthenticateResponse(v_0, v_1, v_2, v_3), pos
 
 _ENCODERS['SaslAuthenticateRequest'] = {0: _e_SaslAuthenticateRequest_0, 1: _e_SaslAuthenticateRequest_0, 2: _e_SaslAuthenticateRequest_1}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -230,18 +230,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_3(buf: memoryview, pos: int)
             raise _truncated()
         v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
         pos += n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeRequest.AcknowledgementBatch(v_0, v_1, v_2), pos
 
 def _d_ShareAcknowledgeRequest_AcknowledgePartition_2(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest.AcknowledgePartition, int]:
@@ -263,18 +255,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgePartition_2(buf: memoryview, pos: int)
         for _ in range(n):
             x, pos = _d_ShareAcknowledgeRequest_AcknowledgementBatch_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeRequest.AcknowledgePartition(v_0, v_1), pos
 
 def _d_ShareAcknowledgeRequest_AcknowledgeTopic_1(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest.AcknowledgeTopic, int]:
@@ -298,18 +282,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgeTopic_1(buf: memoryview, pos: int) -> 
         for _ in range(n):
             x, pos = _d_ShareAcknowledgeRequest_AcknowledgePartition_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeRequest.AcknowledgeTopic(v_0, v_1), pos
 
 def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
@@ -359,18 +335,10 @@ def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknow
         for _ in range(n):
             x, pos = _d_ShareAcknowledgeRequest_AcknowledgeTopic_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
@@ -431,18 +399,10 @@ def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray) -
 def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.LeaderIdAndEpoch, int]:
     v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ShareAcknowledgeResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.PartitionData, int]:
@@ -463,18 +423,10 @@ def _d_ShareAcknowledgeResponse_PartitionData_2(buf: memoryview, pos: int) -> tu
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
     v_3, pos = _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(buf, pos)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeResponse.PartitionData(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse, int]:
@@ -498,18 +450,10 @@ def _d_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_1(buf: memoryview,
         for _ in range(n):
             x, pos = _d_ShareAcknowledgeResponse_PartitionData_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(v_0, v_1), pos
 
 def _d_ShareAcknowledgeResponse_NodeEndpoint_4(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.NodeEndpoint, int]:
@@ -545,18 +489,10 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_4(buf: memoryview, pos: int) -> tup
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
@@ -608,18 +544,10 @@ def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAckno
         for _ in range(n):
             x, pos = _d_ShareAcknowledgeResponse_NodeEndpoint_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareAcknowledgeResponse(v_0, v_1, v_2, v_3, v_4), pos
 
 _ENCODERS['ShareAcknowledgeRequest'] = {0: _e_ShareAcknowledgeRequest_0}

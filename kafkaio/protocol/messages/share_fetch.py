@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -272,18 +272,10 @@ def _d_ShareFetchRequest_AcknowledgementBatch_3(buf: memoryview, pos: int) -> tu
             raise _truncated()
         v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
         pos += n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchRequest.AcknowledgementBatch(v_0, v_1, v_2), pos
 
 def _d_ShareFetchRequest_FetchPartition_2(buf: memoryview, pos: int) -> tuple[ShareFetchRequest.FetchPartition, int]:
@@ -305,18 +297,10 @@ def _d_ShareFetchRequest_FetchPartition_2(buf: memoryview, pos: int) -> tuple[Sh
         for _ in range(n):
             x, pos = _d_ShareFetchRequest_AcknowledgementBatch_3(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchRequest.FetchPartition(v_0, v_1, v_2), pos
 
 def _d_ShareFetchRequest_FetchTopic_1(buf: memoryview, pos: int) -> tuple[ShareFetchRequest.FetchTopic, int]:
@@ -340,18 +324,10 @@ def _d_ShareFetchRequest_FetchTopic_1(buf: memoryview, pos: int) -> tuple[ShareF
         for _ in range(n):
             x, pos = _d_ShareFetchRequest_FetchPartition_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchRequest.FetchTopic(v_0, v_1), pos
 
 def _d_ShareFetchRequest_ForgottenTopic_4(buf: memoryview, pos: int) -> tuple[ShareFetchRequest.ForgottenTopic, int]:
@@ -372,18 +348,10 @@ def _d_ShareFetchRequest_ForgottenTopic_4(buf: memoryview, pos: int) -> tuple[Sh
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchRequest.ForgottenTopic(v_0, v_1), pos
 
 def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
@@ -449,18 +417,10 @@ def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest
         for _ in range(n):
             x, pos = _d_ShareFetchRequest_ForgottenTopic_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos
 
 def _e_ShareFetchResponse_LeaderIdAndEpoch_3(o: ShareFetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
@@ -542,35 +502,19 @@ def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
 def _d_ShareFetchResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.LeaderIdAndEpoch, int]:
     v_0, v_1 = _S1.unpack_from(buf, pos)
     pos += 8
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ShareFetchResponse_AcquiredRecords_4(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.AcquiredRecords, int]:
     v_0, v_1, v_2 = _S5.unpack_from(buf, pos)
     pos += 18
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchResponse.AcquiredRecords(v_0, v_1, v_2), pos
 
 def _d_ShareFetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.PartitionData, int]:
@@ -637,18 +581,10 @@ def _d_ShareFetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[Sh
         for _ in range(n):
             x, pos = _d_ShareFetchResponse_AcquiredRecords_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchResponse.PartitionData(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos
 
 def _d_ShareFetchResponse_ShareFetchableTopicResponse_1(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.ShareFetchableTopicResponse, int]:
@@ -672,18 +608,10 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_1(buf: memoryview, pos: in
         for _ in range(n):
             x, pos = _d_ShareFetchResponse_PartitionData_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchResponse.ShareFetchableTopicResponse(v_0, v_1), pos
 
 def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.NodeEndpoint, int]:
@@ -719,18 +647,10 @@ def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[Sha
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
@@ -782,18 +702,10 @@ def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchRespon
         for _ in range(n):
             x, pos = _d_ShareFetchResponse_NodeEndpoint_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareFetchResponse(v_0, v_1, v_2, v_3, v_4), pos
 
 _ENCODERS['ShareFetchRequest'] = {0: _e_ShareFetchRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -187,18 +187,10 @@ def _d_ShareGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[ShareGrou
             v_0.append(x)
     v_1, = _S0.unpack_from(buf, pos)
     pos += 1
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupDescribeRequest(v_0, v_1), pos
 
 def _e_ShareGroupDescribeResponse_TopicPartitions_4(o: ShareGroupDescribeResponse.TopicPartitions, out: bytearray) -> None:
@@ -309,18 +301,10 @@ def _d_ShareGroupDescribeResponse_TopicPartitions_4(buf: memoryview, pos: int) -
             raise _truncated()
         v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupDescribeResponse.TopicPartitions(v_0, v_1, v_2), pos
 
 def _d_ShareGroupDescribeResponse_Assignment_3(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse.Assignment, int]:
@@ -340,18 +324,10 @@ def _d_ShareGroupDescribeResponse_Assignment_3(buf: memoryview, pos: int) -> tup
         for _ in range(n):
             x, pos = _d_ShareGroupDescribeResponse_TopicPartitions_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupDescribeResponse.Assignment(v_0), pos
 
 def _d_ShareGroupDescribeResponse_Member_2(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse.Member, int]:
@@ -442,18 +418,10 @@ def _d_ShareGroupDescribeResponse_Member_2(buf: memoryview, pos: int) -> tuple[S
                 pos = end
             v_5.append(x)
     v_6, pos = _d_ShareGroupDescribeResponse_Assignment_3(buf, pos)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupDescribeResponse.Member(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _d_ShareGroupDescribeResponse_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse.DescribedGroup, int]:
@@ -535,18 +503,10 @@ def _d_ShareGroupDescribeResponse_DescribedGroup_1(buf: memoryview, pos: int) ->
             ap(x)
     v_8, = _S1.unpack_from(buf, pos)
     pos += 4
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupDescribeResponse.DescribedGroup(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7, v_8), pos
 
 def _d_ShareGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
@@ -568,18 +528,10 @@ def _d_ShareGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ShareGro
         for _ in range(n):
             x, pos = _d_ShareGroupDescribeResponse_DescribedGroup_1(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupDescribeResponse(v_0, v_1), pos
 
 _ENCODERS['ShareGroupDescribeRequest'] = {0: _e_ShareGroupDescribeRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -220,18 +220,10 @@ def _d_ShareGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ShareGro
                 x = str(buf[pos:end], 'utf-8')
                 pos = end
             v_4.append(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupHeartbeatRequest(v_0, v_1, v_2, v_3, v_4), pos
 
 def _e_ShareGroupHeartbeatResponse_TopicPartitions_2(o: ShareGroupHeartbeatResponse.TopicPartitions, out: bytearray) -> None:
@@ -288,18 +280,10 @@ def _d_ShareGroupHeartbeatResponse_TopicPartitions_2(buf: memoryview, pos: int) 
             raise _truncated()
         v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupHeartbeatResponse.TopicPartitions(v_0, v_1), pos
 
 def _d_ShareGroupHeartbeatResponse_Assignment_1(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse.Assignment, int]:
@@ -319,18 +303,10 @@ def _d_ShareGroupHeartbeatResponse_Assignment_1(buf: memoryview, pos: int) -> tu
         for _ in range(n):
             x, pos = _d_ShareGroupHeartbeatResponse_TopicPartitions_2(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupHeartbeatResponse.Assignment(v_0), pos
 
 def _d_ShareGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
@@ -371,18 +347,10 @@ def _d_ShareGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ShareGr
         pos += 1
     else:
         v_6, pos = _d_ShareGroupHeartbeatResponse_Assignment_1(buf, pos + 1)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return ShareGroupHeartbeatResponse(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 _ENCODERS['ShareGroupHeartbeatRequest'] = {0: _e_ShareGroupHeartbeatRequest_0}

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -319,18 +319,10 @@ def _d_SyncGroupRequest_SyncGroupRequestAssignment_4(buf: memoryview, pos: int) 
             raise _truncated()
         v_1 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SyncGroupRequest.SyncGroupRequestAssignment(v_0, v_1), pos
 
 def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
@@ -394,18 +386,10 @@ def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
         for _ in range(n):
             x, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SyncGroupRequest(v_0, v_1, v_2, v_3, None, None, v_6), pos
 
 def _e_SyncGroupRequest_5(o: SyncGroupRequest, out: bytearray) -> None:
@@ -529,18 +513,10 @@ def _d_SyncGroupRequest_5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
         for _ in range(n):
             x, pos = _d_SyncGroupRequest_SyncGroupRequestAssignment_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SyncGroupRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
 def _e_SyncGroupResponse_0(o: SyncGroupResponse, out: bytearray) -> None:
@@ -609,18 +585,10 @@ def _d_SyncGroupResponse_2(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
             raise _truncated()
         v_4 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SyncGroupResponse(v_0, v_1, None, None, v_4), pos
 
 def _e_SyncGroupResponse_3(o: SyncGroupResponse, out: bytearray) -> None:
@@ -687,18 +655,10 @@ def _d_SyncGroupResponse_3(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
             raise _truncated()
         v_4 = bytes(buf[pos:end])
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return SyncGroupResponse(v_0, v_1, v_2, v_3, v_4), pos
 
 _ENCODERS['SyncGroupRequest'] = {0: _e_SyncGroupRequest_0, 1: _e_SyncGroupRequest_0, 2: _e_SyncGroupRequest_0, 3: _e_SyncGroupRequest_2, 4: _e_SyncGroupRequest_3, 5: _e_SyncGroupRequest_5}

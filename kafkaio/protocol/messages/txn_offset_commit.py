@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _truncated, _uuid, _w_tags, _w_uvarint,
+    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 
@@ -420,18 +420,10 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_8(buf: memoryview,
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(v_0, v_1, v_2, v_3), pos
 
 def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_7(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, int]:
@@ -465,18 +457,10 @@ def _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_7(buf: memoryview, pos
         for _ in range(n):
             x, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_8(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(v_0, v_1), pos
 
 def _d_TxnOffsetCommitRequest_6(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
@@ -554,18 +538,10 @@ def _d_TxnOffsetCommitRequest_6(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
         for _ in range(n):
             x, pos = _d_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_7(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return TxnOffsetCommitRequest(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos
 
 def _e_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_2(o: TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, out: bytearray) -> None:
@@ -659,18 +635,10 @@ def _e_TxnOffsetCommitResponse_3(o: TxnOffsetCommitResponse, out: bytearray) -> 
 def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_5(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition, int]:
     v_0, v_1 = _S5.unpack_from(buf, pos)
     pos += 6
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(v_0, v_1), pos
 
 def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_4(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic, int]:
@@ -704,18 +672,10 @@ def _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_4(buf: memoryview, p
         for _ in range(n):
             x, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_5(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(v_0, v_1), pos
 
 def _d_TxnOffsetCommitResponse_3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
@@ -737,18 +697,10 @@ def _d_TxnOffsetCommitResponse_3(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
         for _ in range(n):
             x, pos = _d_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_4(buf, pos)
             ap(x)
-    n = buf[pos]
-    if n < 128:
+    if buf[pos] == 0:
         pos += 1
     else:
-        n, pos = _r_uvarint(buf, pos)
-    for _ in range(n):
-        tag, pos = _r_uvarint(buf, pos)
-        size, pos = _r_uvarint(buf, pos)
-        end = pos + size
-        if end > len(buf):
-            raise _truncated()
-        pos = end
+        pos = _skip_tags(buf, pos)
     return TxnOffsetCommitResponse(v_0, v_1), pos
 
 _ENCODERS['TxnOffsetCommitRequest'] = {0: _e_TxnOffsetCommitRequest_0, 1: _e_TxnOffsetCommitRequest_0, 2: _e_TxnOffsetCommitRequest_3, 3: _e_TxnOffsetCommitRequest_6, 4: _e_TxnOffsetCommitRequest_6}
