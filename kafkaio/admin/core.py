@@ -92,6 +92,7 @@ class AdminCore:
         await self._retrying("connect", self._refresh_metadata, None)
 
     async def close(self) -> None:
+        """Close every connection; the client cannot be used afterwards."""
         await self._connections.close()
 
     @property

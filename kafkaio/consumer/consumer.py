@@ -265,6 +265,7 @@ class Consumer:
 
     @property
     def config(self) -> ConsumerConfig:
+        """The validated consumer settings."""
         return self._config
 
     @property
@@ -573,9 +574,11 @@ class Consumer:
         self._wakeup()
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions assigned to this consumer now (by assign() or by the group)."""
         return self._subscriptions.assigned_partitions()
 
     def subscription(self) -> frozenset[str]:
+        """The subscribed topics (for a pattern: the topics it matches now)."""
         return self._subscriptions.subscription()
 
     def _wakeup(self) -> None:
@@ -778,10 +781,12 @@ class Consumer:
         self._drop_pending(frozenset(tps))
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """Hand out records of paused partitions again (their buffered data is kept while paused)."""
         self._subscriptions.resume(TopicPartition(*tp) for tp in partitions)
         self._wakeup()
 
     def paused(self) -> set[TopicPartition]:
+        """The partitions paused with pause()."""
         return self._subscriptions.paused_partitions()
 
     # -- offsets lookups ------------------------------------------------------------------
@@ -803,6 +808,7 @@ class Consumer:
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition], *, timeout_ms: float | None = None
     ) -> dict[TopicPartition, int]:
+        """The earliest offset of each partition (ListOffsets to the leaders)."""
         answers = await self._list_offsets(
             dict.fromkeys(partitions, EARLIEST_TIMESTAMP), timeout_ms
         )
@@ -830,6 +836,7 @@ class Consumer:
         return self._subscriptions.state(TopicPartition(*partition)).high_watermark
 
     def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The last stable offset from the latest fetch of the partition (None until fetched)."""
         return self._subscriptions.state(TopicPartition(*partition)).last_stable_offset
 
     def lag(self, partition: TopicPartition) -> int | None:

@@ -120,10 +120,12 @@ class ConsumerRunner:
 
     @property
     def consumer(self) -> Consumer:
+        """The consumer this runner drives."""
         return self._consumer
 
     @property
     def state(self) -> RunnerState:
+        """Where the consume loop is: new, running, stopping, stopped or failed."""
         return self._state
 
     async def __aenter__(self) -> ConsumerRunner:
@@ -182,6 +184,7 @@ class ConsumerRunner:
             log.warning("committing handled records on stop failed: %s", exc)
 
     def status(self) -> RunnerStatus:
+        """Counters, the last error and per-partition position, high watermark and lag."""
         consumer = self._consumer
         partitions = []
         for tp in sorted(consumer.assignment()):

@@ -275,10 +275,12 @@ class ShareConsumer:
 
     @property
     def member_id(self) -> str:
+        """This member's id in the share group."""
         return self._member.member_id
 
     @property
     def member_epoch(self) -> int:
+        """The member epoch of the last heartbeat answer (0 before joining)."""
         return self._member.member_epoch
 
     def assignment(self) -> set[TopicPartition]:
