@@ -52,7 +52,21 @@ def _illegal(name: str, step: _Step) -> KafkaError:
     return KafkaError(f"{name} SASL exchange used out of order (state {step.value})")
 
 
-class PlainMechanism:
+class _OneMessageStart:
+    """The first step of PLAIN and OAUTHBEARER: send the prepared message once."""
+
+    name: str
+    _message: bytes
+    _step: _Step
+
+    def initial_response(self) -> bytes:
+        if self._step is not _Step.INITIAL:
+            raise _illegal(self.name, self._step)
+        self._step = _Step.SENT_FIRST
+        return self._message
+
+
+class PlainMechanism(_OneMessageStart):
     """SASL PLAIN (RFC 4616): ``authzid NUL username NUL password``; the server answers once."""
 
     name = "PLAIN"
@@ -66,12 +80,6 @@ class PlainMechanism:
 
     def __repr__(self) -> str:
         return f"PlainMechanism(state={self._step.value})"
-
-    def initial_response(self) -> bytes:
-        if self._step is not _Step.INITIAL:
-            raise _illegal(self.name, self._step)
-        self._step = _Step.SENT_FIRST
-        return self._message
 
     def step(self, challenge: bytes) -> bytes | None:
         if self._step is not _Step.SENT_FIRST:
@@ -240,7 +248,7 @@ class ScramMechanism:
             )
 
 
-class OAuthBearerMechanism:
+class OAuthBearerMechanism(_OneMessageStart):
     """OAUTHBEARER (RFC 7628) as Kafka uses it: ``n,,\\x01auth=Bearer <token>\\x01\\x01``.
 
     On failure the broker sends a JSON error instead of an empty message; the client answers
@@ -270,12 +278,6 @@ class OAuthBearerMechanism:
 
     def __repr__(self) -> str:
         return f"OAuthBearerMechanism(state={self._step.value})"
-
-    def initial_response(self) -> bytes:
-        if self._step is not _Step.INITIAL:
-            raise _illegal(self.name, self._step)
-        self._step = _Step.SENT_FIRST
-        return self._message
 
     def step(self, challenge: bytes) -> bytes | None:
         if self._step is _Step.SENT_FINAL:

@@ -498,37 +498,26 @@ class CommitManager:
     def _parse_fetch(
         self, response: OffsetFetchResponse, wanted: frozenset[TopicPartition]
     ) -> Committed:
+        topics: list[Any]  # v8+ and v0-7 topic structs have the same fields
         if response.groups:  # v8+
             group = next((g for g in response.groups if g.group_id == self.group_id), None)
             if group is None:
                 raise error_for_code(-1)("OffsetFetch response without our group")
-            group_error = group.error_code
-            rows = [
-                (
-                    t.name,
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.metadata,
-                    p.error_code,
-                )
-                for t in group.topics
-                for p in t.partitions
-            ]
+            group_error, topics = group.error_code, group.topics
         else:
-            group_error = response.error_code
-            rows = [
-                (
-                    t.name,
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.metadata,
-                    p.error_code,
-                )
-                for t in response.topics
-                for p in t.partitions
-            ]
+            group_error, topics = response.error_code, response.topics
+        rows = [
+            (
+                t.name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.metadata,
+                p.error_code,
+            )
+            for t in topics
+            for p in t.partitions
+        ]
         if group_error:
             raise error_for_code(group_error)(None, group_id=self.group_id)
         result: Committed = dict.fromkeys(wanted)

@@ -25,6 +25,7 @@ from kafkaio.consumer.group.events import (
     RevokePartitions,
 )
 from kafkaio.consumer.group.generation import Generation
+from kafkaio.consumer.group.transitions import check_transition
 from kafkaio.consumer.subscription import SubscriptionState
 from kafkaio.errors import (
     CoordinatorLoadInProgressError,
@@ -247,14 +248,15 @@ class ConsumerMembershipManager:
     def _transition(self, to: ConsumerMemberState, reason: str) -> None:
         if to is self._state:
             return
-        if to not in _TRANSITIONS[self._state]:
-            raise IllegalConsumerStateTransition(
-                f"group {self.group_id!r}: membership cannot go from {self._state.value} to "
-                f"{to.value} ({reason}); this is a kafkaio bug, please report it"
-            )
-        log.debug("group %r: %s -> %s (%s)", self.group_id, self._state.value, to.value, reason)
-        if self.on_transition is not None:  # metrics: rebalance timing
-            self.on_transition(self._state.value, to.value)
+        check_transition(
+            self.group_id,
+            _TRANSITIONS,
+            self._state,
+            to,
+            reason,
+            IllegalConsumerStateTransition,
+            self.on_transition,
+        )
         self._state = to
 
     # -- calls from the reactor ----------------------------------------------------------

@@ -42,6 +42,7 @@ from kafkaio.consumer.group.events import (
 )
 from kafkaio.consumer.group.generation import NO_GENERATION, Generation
 from kafkaio.consumer.group.heartbeat import HeartbeatTimers
+from kafkaio.consumer.group.transitions import check_transition
 from kafkaio.consumer.subscription import SubscriptionState
 from kafkaio.errors import (
     BrokerResponseError,
@@ -320,14 +321,15 @@ class ClassicMembershipManager:
     def _transition(self, to: MemberState, reason: str) -> None:
         if to is self._state:
             return
-        if to not in _TRANSITIONS[self._state]:
-            raise IllegalStateTransition(
-                f"group {self.group_id!r}: membership cannot go from {self._state.value} to "
-                f"{to.value} ({reason}); this is a kafkaio bug, please report it"
-            )
-        log.debug("group %r: %s -> %s (%s)", self.group_id, self._state.value, to.value, reason)
-        if self.on_transition is not None:  # metrics: rebalance timing
-            self.on_transition(self._state.value, to.value)
+        check_transition(
+            self.group_id,
+            _TRANSITIONS,
+            self._state,
+            to,
+            reason,
+            IllegalStateTransition,
+            self.on_transition,
+        )
         self._state = to
 
     # -- calls from the reactor ----------------------------------------------------------
