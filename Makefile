@@ -3,7 +3,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The record codec compiled with mypyc (optional: pure Python is used when it is absent).
-ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py kafkaio/records/builder.py
+ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py \
+	kafkaio/records/builder.py kafkaio/consumer/record.py
 ACCEL_STAMP := build/.accel-stamp
 
 .PHONY: install accel accel-clean demo test bench docs lint typecheck clean
@@ -18,10 +19,10 @@ install: $(STAMP)
 
 $(ACCEL_STAMP): $(STAMP) $(ACCEL_SRC) setup.py
 	@mkdir -p build
-	@if KAFKAIO_COMPILE=1 $(PY) setup.py -q build_ext --inplace > build/accel.log 2>&1; then \
+	@if KAFKAIO_COMPILE=1 $(PY) setup.py -q build_ext --inplace --force > build/accel.log 2>&1; then \
 		echo "record codec accelerator built (mypyc)"; \
 	else \
-		rm -f kafkaio/records/*.so; \
+		rm -f kafkaio/*/*.so; \
 		echo "note: record codec accelerator not built (see build/accel.log); using pure Python"; \
 	fi
 	@touch $(ACCEL_STAMP)
@@ -29,7 +30,7 @@ $(ACCEL_STAMP): $(STAMP) $(ACCEL_SRC) setup.py
 accel: $(ACCEL_STAMP)
 
 accel-clean:
-	rm -f kafkaio/records/*.so $(ACCEL_STAMP)
+	rm -f kafkaio/*/*.so $(ACCEL_STAMP)
 
 demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
@@ -50,4 +51,4 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache kafkaio/records/*.so
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache kafkaio/*/*.so

@@ -7,7 +7,7 @@ the dev extra installs, and a C compiler):
     KAFKAIO_COMPILE=1 .venv/bin/python setup.py build_ext --inplace
 
 or ``KAFKAIO_COMPILE=1 pip install --no-build-isolation .`` for an installed package. The
-compiled modules shadow the .py files of the same name; delete the ``kafkaio/records/*.so``
+compiled modules shadow the .py files of the same name; delete the ``kafkaio/*/*.so``
 files to go back to pure Python (and rebuild after editing a compiled module).
 """
 
@@ -24,6 +24,7 @@ COMPILED_MODULES = [
     "kafkaio/records/record.py",
     "kafkaio/records/batch.py",
     "kafkaio/records/builder.py",
+    "kafkaio/consumer/record.py",
 ]
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kafkaio.metadata.cluster import TopicPartition
 
-__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TopicPartition"]
+__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,3 +30,12 @@ class ConsumerGroupMetadata:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndTimestamp:
+    """An answer of offsets_for_times: the first offset whose timestamp is >= the asked one."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None

@@ -318,9 +318,10 @@ CONSUMER: dict[str, OptionDoc] = {
         "pauses above it. None: 2 x `fetch_max_bytes`.",
     ),
     "max_poll_records": OptionDoc(
-        "Most records one `getmany()` returns (None: whatever is buffered); `getone()` and "
-        "`async for` collect at most min(this, 500) at a time.",
-        "`max.poll.records` (default 500)",
+        "Most records one `getmany()` returns (None: whatever is buffered, which can be the "
+        "whole prefetch; huge lists cost more in garbage collection than they save); "
+        "`getone()` and `async for` collect at most min(this, 500) at a time.",
+        "`max.poll.records`",
         "`max_poll_records`",
     ),
     "auto_offset_reset": OptionDoc(

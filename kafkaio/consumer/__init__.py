@@ -12,8 +12,8 @@ from kafkaio.consumer.group.assignors import (
 )
 from kafkaio.consumer.group.errors import CommitFailedError
 from kafkaio.consumer.listener import RebalanceListener
-from kafkaio.consumer.record import ConsumerRecord, OffsetAndTimestamp
-from kafkaio.structs import ConsumerGroupMetadata
+from kafkaio.consumer.record import ConsumerRecord
+from kafkaio.structs import ConsumerGroupMetadata, OffsetAndTimestamp
 
 __all__ = [
     "CommitFailedError",

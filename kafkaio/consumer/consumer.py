@@ -38,7 +38,7 @@ from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
-from kafkaio.consumer.record import ConsumerRecord, OffsetAndTimestamp
+from kafkaio.consumer.record import ConsumerRecord
 from kafkaio.consumer.record_queue import RecordQueue
 from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
 from kafkaio.consumer.topics import SubscribedTopicsManager
@@ -60,7 +60,7 @@ from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
+from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 
 log = logging.getLogger("kafkaio.consumer")
 
@@ -871,7 +871,7 @@ class Consumer:
     ) -> Records:
         """Records ready now, or the first to arrive within `timeout_ms`; {} if none did.
 
-        Returns at most `max_records` (default: max_poll_records, or all buffered) records,
+        Returns at most `max_records` (default: max_poll_records, 500) records,
         only from `partitions` when given. Runs pending rebalance steps (listener callbacks)
         and commit callbacks first. Raises errors the network task reported (e.g.
         OffsetOutOfRangeError with auto_offset_reset='none', CorruptRecordError, group

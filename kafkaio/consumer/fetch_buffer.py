@@ -13,7 +13,12 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkaio.consumer.record import ConsumerRecord, identity
+from kafkaio.consumer.record import (
+    ConsumerRecord,
+    deserialized_records,
+    identity,
+    records_from_tuples,
+)
 from kafkaio.consumer.subscription import FetchState, SubscriptionState
 from kafkaio.errors import CorruptRecordError
 from kafkaio.metadata.cluster import TopicPartition
@@ -23,7 +28,7 @@ from kafkaio.records.record import ControlRecordType, RecordTuple
 Batch = RecordBatch | LegacyRecordBatch
 
 
-RecordMaker = Callable[[Any, int, "int | None"], ConsumerRecord[Any, Any]]
+Deserializers = tuple[Callable[["bytes | None"], Any], Callable[["bytes | None"], Any]]
 
 _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (every magic)
 _LAST_DELTA = struct.Struct(">i")  # magic 2: last offset delta at byte 23
@@ -108,51 +113,46 @@ class CompletedFetch:
     def take(
         self,
         max_records: int,
-        make: RecordMaker | None,
+        deserializers: Deserializers | None,
         *,
         read_committed: bool,
         check_crcs: bool = True,
     ) -> list[ConsumerRecord[Any, Any]]:
         """Up to `max_records` records from the current position, decoding batches as needed;
-        `make(record_tuple, timestamp_type, leader_epoch)` builds each one handed out (None:
-        plain ConsumerRecords with the raw key and value).
+        `deserializers` (key, value) apply to each one handed out (None: raw keys and values).
 
         Raises CorruptRecordError (naming topic, partition, offset) for bad data; the fetch is
         then exhausted so the position stays at the bad batch.
         """
         out: list[ConsumerRecord[Any, Any]] = []
+        topic, partition = self.tp
         while len(out) < max_records:
             current = self._current
             index = self._index
             if index < len(current):
                 end = min(len(current), index + max_records - len(out))
-                ts_type, epoch = self._ts_type, self._epoch
-                if make is None:  # no deserializers: build the records inline (hot path)
-                    topic, partition = self.tp
-                    cls = ConsumerRecord
+                if deserializers is None:  # the hot path: compiled by `make accel`
                     out.extend(
-                        [
-                            cls(
-                                topic,
-                                partition,
-                                r[0],
-                                r[1],
-                                ts_type,
-                                r[2],
-                                r[3],
-                                r[4],
-                                epoch,
-                                -1 if r[2] is None else len(r[2]),
-                                -1 if r[3] is None else len(r[3]),
-                            )
-                            for r in current[index:end]
-                        ]
+                        records_from_tuples(
+                            topic, partition, current, index, end, self._ts_type, self._epoch
+                        )
                     )
                 else:
-                    out.extend([make(r, ts_type, epoch) for r in current[index:end]])
+                    out.extend(
+                        deserialized_records(
+                            topic,
+                            partition,
+                            current,
+                            index,
+                            end,
+                            self._ts_type,
+                            self._epoch,
+                            *deserializers,
+                        )
+                    )
                 self._index = end
                 self.next_fetch_offset = current[end - 1][0] + 1
-                self.last_epoch = epoch
+                self.last_epoch = self._epoch
                 if end == len(current):
                     self.next_fetch_offset = max(self.next_fetch_offset, self._batch_next)
                 continue
@@ -348,8 +348,11 @@ class FetchCollector:
         self._buffer = buffer
         self._read_committed = read_committed
         self._check_crcs = check_crcs
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
+        self._deserializers: Deserializers | None = (
+            None
+            if key_deserializer is identity and value_deserializer is identity
+            else (key_deserializer, value_deserializer)
+        )
 
     def collect(
         self,
@@ -388,7 +391,7 @@ class FetchCollector:
                 try:
                     records = fetch.take(
                         remaining,
-                        self._make(tp),
+                        self._deserializers,
                         read_committed=self._read_committed,
                         check_crcs=self._check_crcs,
                     )
@@ -408,30 +411,3 @@ class FetchCollector:
             if out:
                 result[tp] = out
         return result
-
-    def _make(self, tp: TopicPartition) -> RecordMaker | None:
-        """A builder of ConsumerRecords for `tp` (one closure per partition and call); None
-        without deserializers (`CompletedFetch.take` then builds them inline)."""
-        topic, partition = tp
-        kd, vd = self._key_deserializer, self._value_deserializer
-        cls = ConsumerRecord
-        if kd is identity and vd is identity:
-            return None
-
-        def make(r: Any, ts_type: int, epoch: int | None) -> ConsumerRecord[Any, Any]:
-            key, value = r[2], r[3]
-            return cls(
-                topic,
-                partition,
-                r[0],
-                r[1],
-                ts_type,
-                kd(key),
-                vd(value),
-                r[4],
-                epoch,
-                -1 if key is None else len(key),
-                -1 if value is None else len(value),
-            )
-
-        return make

@@ -1,7 +1,8 @@
-"""The optional mypyc-compiled codec and its pure-Python fallback are tested alike.
+"""The optional mypyc-compiled modules and their pure-Python fallback are tested alike.
 
 When the compiled modules are present the normal run tests them, and this file reruns the
-whole records suite in a subprocess that forces the .py sources; stale builds are refused.
+records suite and the consumer-record tests in a subprocess that forces the .py sources;
+stale builds are refused.
 """
 
 from __future__ import annotations
@@ -18,20 +19,34 @@ import kafkaio.records
 from kafkaio.records import COMPILED, BatchBuilder, Compression, iter_batches
 
 HERE = Path(__file__).parent
-RECORDS_DIR = Path(kafkaio.records.__file__).parent
+PACKAGE_DIR = Path(kafkaio.records.__file__).parent.parent
 # The modules setup.py compiles (KAFKAIO_COMPILE=1).
-COMPILED_MODULES = ("varint", "record", "batch", "builder")
+COMPILED_MODULES = (
+    "records.varint",
+    "records.record",
+    "records.batch",
+    "records.builder",
+    "consumer.record",
+)
+# The tests rerun on the pure-Python modules.
+PURE_SUITES = (
+    HERE,
+    HERE.parent / "consumer" / "test_record.py",
+    HERE.parent / "consumer" / "test_fetch_buffer.py",
+)
 FORCE_PURE_ENV = "KAFKAIO_TEST_FORCE_PURE_RECORDS"
 
-# Runs pytest with an import hook that loads kafkaio.records.* from .py files even when a
+# Runs pytest with an import hook that loads the compiled modules from .py files even when a
 # compiled extension sits next to them (extensions normally win).
 _PURE_RUNNER = """
 import importlib.machinery, importlib.util, os, sys
 
+PURE = {"kafkaio." + m for m in os.environ["KAFKAIO_TEST_PURE_MODULES"].split(",")}
+
 class PureRecords:
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if not name.startswith("kafkaio.records.") or not path:
+        if name not in PURE or not path:
             return None
         for entry in path:
             source = os.path.join(entry, name.rpartition(".")[2] + ".py")
@@ -47,14 +62,16 @@ sys.exit(pytest.main(sys.argv[1:]))
 
 def _extension(module: str) -> Path | None:
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        candidate = RECORDS_DIR / f"{module}{suffix}"
+        candidate = PACKAGE_DIR / f"{module.replace('.', '/')}{suffix}"
         if candidate.exists():
             return candidate
     return None
 
 
 def test_implementation_flag_matches_the_loaded_modules() -> None:
-    loaded = [sys.modules[f"kafkaio.records.{m}"].__file__ for m in COMPILED_MODULES]
+    import kafkaio.consumer.record  # noqa: F401  (the only compiled module outside records)
+
+    loaded = [sys.modules[f"kafkaio.{m}"].__file__ for m in COMPILED_MODULES]
     compiled = [not str(path).endswith(".py") for path in loaded]
     assert compiled == [COMPILED] * len(loaded)  # all compiled or none
     if os.environ.get(FORCE_PURE_ENV):
@@ -66,7 +83,7 @@ def test_compiled_modules_are_not_stale() -> None:
     for module in COMPILED_MODULES:
         extension = _extension(module)
         assert extension is not None, f"{module} has no compiled extension"
-        source = RECORDS_DIR / f"{module}.py"
+        source = PACKAGE_DIR / f"{module.replace('.', '/')}.py"
         assert extension.stat().st_mtime >= source.stat().st_mtime, (
             f"{extension.name} is older than {source.name}: rebuild the accelerator "
             "(KAFKAIO_COMPILE=1 python setup.py build_ext --inplace) or delete the .so files"
@@ -76,9 +93,13 @@ def test_compiled_modules_are_not_stale() -> None:
 @pytest.mark.skipif(not COMPILED, reason="the mypyc-compiled codec is not built")
 @pytest.mark.skipif(bool(os.environ.get(FORCE_PURE_ENV)), reason="already the pure-Python run")
 def test_pure_python_fallback_passes_the_records_suite() -> None:
-    env = dict(os.environ, **{FORCE_PURE_ENV: "1"})
+    env = dict(
+        os.environ,
+        **{FORCE_PURE_ENV: "1", "KAFKAIO_TEST_PURE_MODULES": ",".join(COMPILED_MODULES)},
+    )
+    suites = [str(path) for path in PURE_SUITES]
     result = subprocess.run(
-        [sys.executable, "-c", _PURE_RUNNER, "-q", "-p", "no:cacheprovider", str(HERE)],
+        [sys.executable, "-c", _PURE_RUNNER, "-q", "-p", "no:cacheprovider", *suites],
         env=env,
         capture_output=True,
         text=True,
