@@ -1,14 +1,18 @@
 """One connection to one broker: TCP/TLS, ApiVersions, SASL, then pipelined requests.
 
-Runs on anyio (asyncio or trio). Requests are written under a lock; responses are read by
-whichever waiting task holds the read lock, so no background task outlives a call.
+Runs on anyio (asyncio or trio). Plain TCP under asyncio goes through an asyncio Protocol
+(wire.py): responses complete their requests' futures as they arrive. Otherwise (TLS, trio)
+requests are written under a lock and responses are read by whichever waiting task holds the
+read lock. Either way no background task outlives a call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import inspect
 import logging
+import os
 import socket
 import ssl
 from typing import Any, TypeVar
@@ -16,6 +20,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import sniffio
 from anyio.streams.tls import TLSStream
 
 from kafkaio.errors import (
@@ -36,6 +41,7 @@ from kafkaio.net.sasl import (
     SaslMechanism,
     ScramMechanism,
 )
+from kafkaio.net.wire import AsyncioWire, open_wire
 from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
 from kafkaio.protocol.messages import (
     REQUESTS,
@@ -51,6 +57,9 @@ _READ_CHUNK = 256 * 1024
 _CLOSE_GRACE = 0.5  # seconds a close may take before the socket is dropped
 _UNSUPPORTED_VERSION = 35
 _CONNECT_ERRORS = (OSError, anyio.BrokenResourceError, anyio.EndOfStream)
+# Plain TCP connections under asyncio use AsyncioWire; KAFKAIO_ASYNCIO_WIRE=0 switches to the
+# anyio stream path that TLS and trio use (the tests run both).
+USE_ASYNCIO_WIRE = os.environ.get("KAFKAIO_ASYNCIO_WIRE", "1") != "0"
 
 R = TypeVar("R")
 
@@ -89,6 +98,30 @@ class _Waiter:
         return self._value
 
 
+class _FutureWaiter:
+    """The response slot of one request on an AsyncioWire: completes an asyncio future."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self.future = future
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    def set_result(self, value: Any) -> None:
+        if not self.future.done():
+            self.future.set_result(value)
+
+    def set_exception(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+Slot = _Waiter | _FutureWaiter
+
+
 def api_name(request_cls: type) -> str:
     """``MetadataRequest`` -> ``Metadata``."""
     name = request_cls.__name__
@@ -108,7 +141,7 @@ class Connection:
 
     def __init__(
         self,
-        stream: anyio.abc.ByteStream,
+        stream: anyio.abc.ByteStream | AsyncioWire,
         host: str,
         port: int,
         config: ConnectionConfig,
@@ -122,16 +155,23 @@ class Connection:
         self.session_lifetime_ms = 0
         self.state = ConnectionState.CONNECTING
         self.last_used = anyio.current_time()
-        self._stream = stream
+        self._wire: AsyncioWire | None = None
+        self._stream: anyio.abc.ByteStream | None = None
+        if isinstance(stream, AsyncioWire):
+            self._wire = stream
+        else:
+            self._stream = stream
         self._stream_closed = False
         self._reader = FrameReader(config.max_response_size)
         self._ids = CorrelationIds()
         limit = config.max_in_flight_requests_per_connection
-        self._inflight: InFlightRequests[_Waiter] = InFlightRequests(limit)
+        self._inflight: InFlightRequests[Slot] = InFlightRequests(limit)
         self._capacity = anyio.Semaphore(limit)
         self._write_lock = anyio.Lock()
         self._read_lock = anyio.Lock()
         self._close_reason: BaseException | None = None
+        if self._wire is not None:
+            self._wire.attach(self._on_wire_data, self._on_wire_lost)
 
     # -- construction -------------------------------------------------------------------
 
@@ -327,6 +367,8 @@ class Connection:
         self._check_open()
         version = self.version_for(type(request)) if version is None else version
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
+        if self._wire is not None:
+            return await self._send_on_wire(self._wire, request, version, seconds)
         now = anyio.current_time()
         deadline = now + seconds
         self.last_used = now
@@ -359,6 +401,91 @@ class Connection:
         self.last_used = anyio.current_time()
         return waiter.result()
 
+    async def _send_on_wire(
+        self, wire: AsyncioWire, request: Any, version: int, seconds: float
+    ) -> Any:
+        """`send` over an AsyncioWire: write the frame, await the future its response fills."""
+        loop = wire.loop
+        now = loop.time()  # anyio's clock on asyncio
+        deadline = now + seconds
+        self.last_used = now
+        await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
+        capacity = self._capacity
+        try:
+            capacity.acquire_nowait()
+        except anyio.WouldBlock:
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await capacity.acquire()
+            if scope.cancelled_caught:
+                raise KafkaTimeoutError(
+                    f"{api_name(type(request))} request (v{version}) to {self} could not be "
+                    f"sent within {seconds:g} s: "
+                    f"{self.config.max_in_flight_requests_per_connection} requests were in "
+                    "flight and none was answered"
+                ) from None
+            if self.state is ConnectionState.CLOSED:
+                capacity.release()
+                self._check_open()
+        future: asyncio.Future[Any] = loop.create_future()
+        slot = _FutureWaiter(future)
+        try:
+            correlation_id = self._ids.next()
+            frame = encode_request(request, version, correlation_id, self.config.client_id)
+        except BaseException:
+            capacity.release()
+            raise
+        self._inflight.add(correlation_id, request.API_KEY, version, deadline, slot)
+        wire.write(frame)  # the transport buffers the whole frame: it is never cut in half
+        timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
+        try:
+            response = await future
+        finally:
+            timer.cancel()
+        self.last_used = loop.time()
+        return response
+
+    def _wire_deadline(
+        self, slot: _FutureWaiter, request: Any, version: int, seconds: float
+    ) -> None:
+        """A request on the wire got no response in time: fail it and close the connection."""
+        if slot.done:
+            return
+        what = f"{api_name(type(request))} request (v{version}) to {self}"
+        self._fail(
+            KafkaTimeoutError(f"a request got no response within {seconds:g} s"),
+            timed_out=slot,
+            timeout_error=KafkaTimeoutError(
+                f"{what} got no response within {seconds:g} s; the connection was closed. "
+                "Check the broker's health, or raise request_timeout_ms for slow requests"
+            ),
+        )
+
+    def _on_wire_data(self, data: bytes) -> None:
+        error = self._dispatch(data)
+        if error is not None:
+            self._fail(error)
+
+    def _on_wire_lost(self, exc: BaseException | None) -> None:
+        if self.state is ConnectionState.CLOSED:
+            return
+        if exc is None:
+            where = " in the middle of a response" if self._reader.mid_frame else ""
+            exc = KafkaConnectionError(f"the broker closed the connection{where}")
+        self._fail(exc)
+
+    def _fail(
+        self,
+        cause: BaseException,
+        *,
+        timed_out: Slot | None = None,
+        timeout_error: BaseException | None = None,
+    ) -> None:
+        """Close a wire connection from a callback: fail what is in flight, drop the socket."""
+        self._mark_closed(cause, timed_out=timed_out, timeout_error=timeout_error)
+        if self._wire is not None and not self._stream_closed:
+            self._stream_closed = True
+            self._wire.abort()
+
     async def send_no_response(self, request: Any, version: int | None = None) -> None:
         """Write a request the broker does not answer (Produce with acks=0)."""
         self._check_open()
@@ -368,8 +495,17 @@ class Connection:
         deadline = now + seconds
         self.last_used = now
         with anyio.CancelScope(deadline=deadline) as scope:
-            await self._write(request, version, None, deadline)
+            wire = self._wire
+            if wire is not None:
+                frame = encode_request(request, version, self._ids.next(), self.config.client_id)
+                wire.write(frame)
+                if wire.paused:  # the broker is not reading: wait (bounded by the deadline)
+                    await wire.drained()
+            else:
+                await self._write(request, version, None, deadline)
         if scope.cancelled_caught:
+            if wire is not None:
+                self._fail(KafkaTimeoutError("the broker did not read a request in time"))
             raise KafkaTimeoutError(
                 f"{api_name(type(request))} request to {self} could not be written within "
                 f"{seconds:g} s"
@@ -396,6 +532,7 @@ class Connection:
             # except at the request's own deadline (which then closes the connection).
             with anyio.CancelScope(deadline=deadline, shield=True) as write_scope:
                 try:
+                    assert self._stream is not None
                     await self._stream.send(frame)
                 except (anyio.ClosedResourceError, *_CONNECT_ERRORS) as exc:
                     if self.state is not ConnectionState.CLOSED:
@@ -428,6 +565,7 @@ class Connection:
                 self._read_lock.release()
 
     async def _read_once(self) -> None:
+        assert self._stream is not None
         try:
             data = await self._stream.receive(_READ_CHUNK)
         except anyio.EndOfStream:
@@ -438,6 +576,13 @@ class Connection:
             if self.state is not ConnectionState.CLOSED:
                 await self._shutdown(exc)
             return
+        error = self._dispatch(data)
+        if error is not None:
+            await self._shutdown(error)
+
+    def _dispatch(self, data: bytes) -> KafkaProtocolError | None:
+        """Complete the requests whose responses `data` finishes; a protocol error (the
+        connection must then close) is returned."""
         try:
             for frame in self._reader.feed(data):
                 entry = self._inflight.pop_response(peek_correlation_id(frame))
@@ -449,10 +594,11 @@ class Connection:
                     if response is None:
                         error = _as_protocol_error(exc, entry)
                         entry.slot.set_exception(error)
-                        raise error from exc
+                        return error
                 entry.slot.set_result(response)
         except KafkaProtocolError as exc:
-            await self._shutdown(exc)
+            return exc
+        return None
 
     # -- closing ------------------------------------------------------------------------
 
@@ -468,53 +614,78 @@ class Connection:
         self,
         cause: BaseException | None,
         *,
-        timed_out: _Waiter | None = None,
+        timed_out: Slot | None = None,
         timeout_error: BaseException | None = None,
         log_close: bool = True,
     ) -> None:
         """Mark closed, fail every in-flight request, close the stream. Idempotent."""
-        if self.state is not ConnectionState.CLOSED:
-            self.state = ConnectionState.CLOSED
-            self._close_reason = cause
-
-            def error_for(entry: InFlightRequest[_Waiter]) -> BaseException:
-                if entry.slot is timed_out and timeout_error is not None:
-                    return timeout_error
-                name = _api_name_for_key(entry.api_key)
-                if cause is None:
-                    error = KafkaConnectionError(
-                        f"{name} request to {self} was still in flight when the connection "
-                        "was closed"
-                    )
-                else:
-                    why = str(cause) if isinstance(cause, KafkaConnectionError) else _text(cause)
-                    error = KafkaConnectionError(
-                        f"{name} request to {self} failed because the connection was lost "
-                        f"({why}); retry on a new connection"
-                    )
-                error.__cause__ = cause
-                return error
-
-            failed = self._inflight.fail_all(error_for)
-            for _ in failed:
-                self._capacity.release()
-            if not log_close:
-                pass
-            elif cause is None:
-                log.info("closed connection to %s", self)
-            else:
-                log.warning(
-                    "connection to %s lost (%d in-flight requests failed): %s",
-                    self,
-                    len(failed),
-                    _text(cause),
-                )
+        self._mark_closed(
+            cause, timed_out=timed_out, timeout_error=timeout_error, log_close=log_close
+        )
         await self._close_stream()
 
+    def _mark_closed(
+        self,
+        cause: BaseException | None,
+        *,
+        timed_out: Slot | None = None,
+        timeout_error: BaseException | None = None,
+        log_close: bool = True,
+    ) -> None:
+        if self.state is ConnectionState.CLOSED:
+            return
+        self.state = ConnectionState.CLOSED
+        self._close_reason = cause
+
+        def error_for(entry: InFlightRequest[Slot]) -> BaseException:
+            if entry.slot is timed_out and timeout_error is not None:
+                return timeout_error
+            name = _api_name_for_key(entry.api_key)
+            if cause is None:
+                error = KafkaConnectionError(
+                    f"{name} request to {self} was still in flight when the connection was closed"
+                )
+            else:
+                why = str(cause) if isinstance(cause, KafkaConnectionError) else _text(cause)
+                error = KafkaConnectionError(
+                    f"{name} request to {self} failed because the connection was lost "
+                    f"({why}); retry on a new connection"
+                )
+            error.__cause__ = cause
+            return error
+
+        failed = self._inflight.fail_all(error_for)
+        for _ in failed:
+            self._capacity.release()
+        if not log_close:
+            pass
+        elif cause is None:
+            log.info("closed connection to %s", self)
+        else:
+            log.warning(
+                "connection to %s lost (%d in-flight requests failed): %s",
+                self,
+                len(failed),
+                _text(cause),
+            )
+
     async def _close_stream(self) -> None:
+        wire = self._wire
+        if wire is not None:
+            if not self._stream_closed:
+                self._stream_closed = True
+                wire.close()
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(_CLOSE_GRACE):
+                    await wire.closed()  # the socket is closed once the transport says so
+                    return
+                wire.abort()
+                await anyio.lowlevel.checkpoint()
+            return
         if self._stream_closed:
             return
         self._stream_closed = True
+        assert self._stream is not None
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_CLOSE_GRACE):
                 try:
@@ -560,7 +731,7 @@ def _api_name_for_key(api_key: int) -> str:
     return api_name(pair[0]) if pair else f"api key {api_key}"
 
 
-def _unsupported_api_versions(entry: InFlightRequest[_Waiter], frame: memoryview) -> Any:
+def _unsupported_api_versions(entry: InFlightRequest[Slot], frame: memoryview) -> Any:
     """An ApiVersions answer of UNSUPPORTED_VERSION whose body does not decode, else None.
 
     Some brokers (librdkafka's mock cluster) answer a too-new ApiVersions request with a body
@@ -574,7 +745,7 @@ def _unsupported_api_versions(entry: InFlightRequest[_Waiter], frame: memoryview
     return ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
 
 
-def _as_protocol_error(exc: Exception, entry: InFlightRequest[_Waiter]) -> KafkaProtocolError:
+def _as_protocol_error(exc: Exception, entry: InFlightRequest[Slot]) -> KafkaProtocolError:
     name = _api_name_for_key(entry.api_key)
     if isinstance(exc, KafkaProtocolError):
         return KafkaProtocolError(
@@ -585,12 +756,24 @@ def _as_protocol_error(exc: Exception, entry: InFlightRequest[_Waiter]) -> Kafka
     )
 
 
+def _wire_possible(config: ConnectionConfig) -> bool:
+    """Plain TCP under asyncio takes the AsyncioWire fast path (unless turned off)."""
+    if config.uses_tls or not USE_ASYNCIO_WIRE:
+        return False
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
 async def _open_stream(
     host: str, port: int, config: ConnectionConfig, who: str
-) -> anyio.abc.ByteStream:
+) -> anyio.abc.ByteStream | AsyncioWire:
     try:
-        stream: anyio.abc.ByteStream
-        if config.uses_tls:
+        stream: anyio.abc.ByteStream | AsyncioWire
+        if _wire_possible(config):
+            stream = await open_wire(host, port)
+        elif config.uses_tls:
             stream = await anyio.connect_tcp(
                 host,
                 port,
@@ -621,10 +804,13 @@ async def _open_stream(
     return stream
 
 
-def _set_buffer_sizes(stream: anyio.abc.ByteStream, config: ConnectionConfig) -> None:
+def _set_buffer_sizes(stream: anyio.abc.ByteStream | AsyncioWire, config: ConnectionConfig) -> None:
     if config.receive_buffer_bytes is None and config.send_buffer_bytes is None:
         return
-    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if isinstance(stream, AsyncioWire):
+        raw = stream.socket()
+    else:
+        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if raw is None and isinstance(stream, TLSStream):
         raw = stream.transport_stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if raw is None:

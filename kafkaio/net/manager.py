@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from kafkaio.backoff import ExponentialBackoff
+from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.health import ConnectionHealth
@@ -177,8 +178,8 @@ class ConnectionManager:
             return 0.0
         next_attempt = slot.next_attempt
         if slot.conn is not None:  # lost, not yet noticed by get(): the same rule as get()
-            next_attempt = max(next_attempt, anyio.current_time() + self._backoff.initial_ms / 1000)
-        return max(0.0, next_attempt - anyio.current_time())
+            next_attempt = max(next_attempt, monotonic() + self._backoff.initial_ms / 1000)
+        return max(0.0, next_attempt - monotonic())
 
     def _slot_for(self, node_id: int) -> _Slot:
         slot = self._node_slots.get(node_id)
@@ -215,7 +216,7 @@ class ConnectionManager:
         addresses = self.bootstrap_servers
         count = len(addresses)
         rotated = [addresses[(self._bootstrap_index + i) % count] for i in range(count)]
-        now = anyio.current_time()
+        now = monotonic()
         ready = [a for a in rotated if self._bootstrap_slots[a].next_attempt <= now]
         failures: list[str] = []
         for address in ready + [a for a in rotated if a not in ready]:
@@ -241,7 +242,7 @@ class ConnectionManager:
         """
         self._check_open()
         await self._close_retired()
-        now = anyio.current_time()
+        now = monotonic()
         candidates = [
             (conn.in_flight, self._rand(), conn)
             for slot in (*self._node_slots.values(), *self._bootstrap_slots.values())
@@ -280,7 +281,7 @@ class ConnectionManager:
             self._check_open()
             conn = slot.open_connection()
             if conn is not None:
-                if not self._idle(conn, anyio.current_time()):
+                if not self._idle(conn, monotonic()):
                     return conn
                 await conn.close()
                 slot.conn = None
@@ -289,7 +290,7 @@ class ConnectionManager:
                 slot.conn = None
                 self._record_close()
                 delay = self._backoff.delay_ms(0, self._rand) / 1000
-                slot.next_attempt = max(slot.next_attempt, anyio.current_time() + delay)
+                slot.next_attempt = max(slot.next_attempt, monotonic() + delay)
             attempt = slot.attempt
             if attempt is not None:  # someone is connecting: share the outcome
                 generation = slot.attempts
@@ -304,14 +305,14 @@ class ConnectionManager:
         slot.attempts += 1
         generation = slot.attempts
         try:
-            wait = slot.next_attempt - anyio.current_time()
+            wait = slot.next_attempt - monotonic()
             if wait > 0:
                 await anyio.sleep(wait)
             conn = await Connection.connect(slot.host, slot.port, self.config, node_id=slot.node_id)
         except KafkaError as exc:
             slot.failures += 1
             delay = self._backoff.delay_ms(slot.failures - 1, self._rand) / 1000
-            slot.next_attempt = anyio.current_time() + delay
+            slot.next_attempt = monotonic() + delay
             slot.failed_attempt = generation
             slot.error = exc
             log.warning(
@@ -333,7 +334,7 @@ class ConnectionManager:
         slot.error = None
         slot.conn = conn
         if self._metrics is not None:
-            now = anyio.current_time() * 1000.0
+            now = monotonic() * 1000.0
             self._metrics.created.record(1.0, now)
         return conn
 
@@ -347,9 +348,9 @@ class ConnectionManager:
         """Close connections idle longer than ``connections_max_idle_ms`` and connections to
         nodes that left the metadata; returns how many were closed.
 
-        ``now`` is anyio's clock (``anyio.current_time()``), the clock ``last_used`` uses.
+        ``now`` is anyio's clock (``kafkaio.clock.monotonic()``), the clock ``last_used`` uses.
         """
-        now = anyio.current_time() if now is None else now
+        now = monotonic() if now is None else now
         closed = await self._close_retired()
         for slot in (*self._node_slots.values(), *self._bootstrap_slots.values()):
             conn = slot.open_connection()
@@ -372,7 +373,7 @@ class ConnectionManager:
 
     def _record_close(self) -> None:
         if self._metrics is not None:
-            self._metrics.closed.record(1.0, anyio.current_time() * 1000.0)
+            self._metrics.closed.record(1.0, monotonic() * 1000.0)
 
     # -- state for metrics and health checks --------------------------------------------
 
@@ -388,7 +389,7 @@ class ConnectionManager:
         """Every known address and its state: connected, connecting, backoff (the last
         attempt failed) or disconnected."""
         out = []
-        now = anyio.current_time()
+        now = monotonic()
         slots = [*self._node_slots.values(), *self._bootstrap_slots.values()]
         for slot in slots:
             conn = slot.open_connection()

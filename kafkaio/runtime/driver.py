@@ -16,6 +16,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
@@ -35,7 +36,7 @@ MAX_IDLE_MS = 1000.0
 
 def now_ms() -> float:
     """The driver's clock: anyio's monotonic time in milliseconds."""
-    return anyio.current_time() * 1000.0
+    return monotonic() * 1000.0
 
 
 class DriverStoppedError(KafkaError):

@@ -156,13 +156,14 @@ class SilentBroker:
             await self._listener.aclose()
 
 
-def open_sockets() -> int:
-    """Sockets this process has open now (from /proc/self/fd)."""
-    count = 0
+def open_sockets() -> set[str]:
+    """Sockets this process has open now, by inode (from /proc/self/fd)."""
+    sockets = set()
     for fd in os.listdir("/proc/self/fd"):
         try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                count += 1
+            target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
-            pass
-    return count
+            continue
+        if target.startswith("socket:"):
+            sockets.add(target)
+    return sockets
