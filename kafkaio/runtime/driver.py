@@ -21,6 +21,7 @@ from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.requests import RequestManager, UnsentRequest
+from kafkaio.runtime.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from kafkaio.metrics.sensor import Sensor
@@ -67,7 +68,7 @@ class NetworkDriver:
         # synthetic ids (the group coordinator's connection) survive metadata updates
         self._extra_nodes = extra_nodes
         self._published_extra: dict[int, tuple[str, int]] = {}
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         # when the main loop's current sleep ends (ms; -inf while it is not sleeping)
         self._sleep_until = -math.inf
         self._metadata_event = anyio.Event()
@@ -142,13 +143,12 @@ class NetworkDriver:
                     else:
                         start = now_ms()
                         self._sleep_until = start + wait_ms
-                        with anyio.move_on_after(wait_ms / 1000.0):
-                            await self._wake.wait()
+                        await self._wake.wait(wait_ms / 1000.0)
                         self._sleep_until = -math.inf
                         if self._io_wait is not None:
                             end = now_ms()
                             self._io_wait.record((end - start) / 1000.0, end)
-                    self._wake = anyio.Event()
+                    self._wake.clear()
             except Exception as exc:  # a manager bug: stop, and make every caller see it
                 log.exception("kafkaio network task stopped by an unexpected error")
                 self._fatal = exc
