@@ -22,12 +22,21 @@ PER_PARTITION_OVERHEAD = 16
 
 
 class AppendResult:
-    """What ``append`` did: the record's future, its size, and whether to wake the sender."""
+    """What ``append`` did: the record's future and batch, its size, and whether to wake the
+    sender."""
 
-    __slots__ = ("future", "size", "new_batch", "batch_full")
+    __slots__ = ("future", "batch", "size", "new_batch", "batch_full")
 
-    def __init__(self, future: DeliveryFuture, size: int, new_batch: bool, batch_full: bool):
+    def __init__(
+        self,
+        future: DeliveryFuture,
+        batch: ProducerBatch,
+        size: int,
+        new_batch: bool,
+        batch_full: bool,
+    ):
         self.future = future
+        self.batch = batch
         self.size = size
         self.new_batch = new_batch
         self.batch_full = batch_full
@@ -106,7 +115,7 @@ class RecordAccumulator:
                     full = batch.builder.size_in_bytes() >= self.batch_size
                     if full:
                         batch.closed = True
-                    return AppendResult(fut, size, False, full)
+                    return AppendResult(fut, batch, size, False, full)
                 batch.closed = True
         if now is None:
             assert self._clock is not None, "pass now, or a clock to the constructor"
@@ -128,7 +137,7 @@ class RecordAccumulator:
         full = builder.size_in_bytes() >= self.batch_size
         if full:
             batch.closed = True
-        return AppendResult(fut, size, True, full or len(dq) > 1)
+        return AppendResult(fut, batch, size, True, full or len(dq) > 1)
 
     def try_append(
         self,
@@ -137,10 +146,10 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         reserved: int,
-    ) -> tuple[DeliveryFuture, int] | None:
+    ) -> DeliveryFuture | None:
         """The fast path of `append` for a record without headers: append to the partition's
-        open batch and return (future, size in the batch); None when a new batch is needed
-        (call `append` then). The caller wakes the sender when ``future.batch_closed``."""
+        open batch and return its future; None when a new batch is needed (call `append`
+        then). The caller wakes the sender when ``future.batch_closed``."""
         dq = self._deques.get(tp)
         if not dq:
             return None
@@ -148,8 +157,7 @@ class RecordAccumulator:
         if batch.closed:
             return None
         builder = batch.builder
-        size = builder.append(timestamp, key, value, None)
-        if size is None:
+        if builder.append(timestamp, key, value, None) is None:
             return None
         fut = DeliveryFuture(
             batch,
@@ -163,7 +171,7 @@ class RecordAccumulator:
         batch.reserved_bytes += reserved
         if builder.size_in_bytes() >= self.batch_size:
             batch.closed = True
-        return fut, size
+        return fut
 
     # -- sender side ---------------------------------------------------------------------
 

@@ -127,6 +127,7 @@ class ProducerBatch:
 
     def _finish(self) -> None:
         self.done = True
+        self.closed = True  # a completed batch takes no more records
         self.in_flight = False
         self._payload = None
         # the records' futures may live on: free the builder's buffer now

@@ -22,7 +22,7 @@ import anyio.lowlevel
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.config import split_connection_options
 from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
-from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
     HealthSnapshot,
@@ -42,7 +42,7 @@ from kafkaio.producer.future import DeliveryFuture, RecordMetadata
 from kafkaio.producer.idempotence import IdempotenceManager, IdState
 from kafkaio.producer.memory import MemoryBudget
 from kafkaio.producer.murmur2 import partition_for_key
-from kafkaio.producer.partitioner import DefaultPartitioner
+from kafkaio.producer.partitioner import DefaultPartitioner, StickyState
 from kafkaio.producer.sender import Sender
 from kafkaio.producer.transaction_state import TxnResult, TxnState
 from kafkaio.producer.transactions import TransactionManager, group_metadata_of
@@ -56,6 +56,9 @@ log = logging.getLogger("kafkaio.producer")
 HeadersArg = Sequence[tuple[str, "bytes | None"]] | Mapping[str, "bytes | None"] | None
 _BYTES = (bytes, bytearray, memoryview)
 _estimate = BatchBuilder.estimate_size_in_bytes
+# The size estimate of a keyless record without headers is this plus len(value).
+_KEYLESS_OVERHEAD = _estimate(None, b"", None)
+_time_ns = time.time_ns
 
 
 @dataclass(slots=True)
@@ -66,6 +69,24 @@ class _FastTopic:
     partitions: list[int]
     available: list[int]
     tps: dict[int, TopicPartition]
+
+
+class _OpenBatch:
+    """Where a topic's keyless records go while nothing changes: the open batch of its sticky
+    partition, as of one metadata snapshot (for the enqueue fast path).
+
+    Made by the slow path after it appended a keyless record; unusable once the batch closes
+    (full, drained or failed), the metadata changes or the sticky partition has had its
+    share; dropped when the producer closes or its network task ends.
+    """
+
+    __slots__ = ("cluster", "batch", "builder", "sticky")
+
+    def __init__(self, cluster: ClusterMetadata, batch: ProducerBatch, sticky: StickyState):
+        self.cluster = cluster
+        self.batch = batch
+        self.builder = batch.builder
+        self.sticky = sticky
 
 
 @dataclass(slots=True)
@@ -197,6 +218,9 @@ class Producer:
             and self._txn is None
         )
         self._fast_topics: dict[str, _FastTopic] = {}
+        self._open_batches: dict[str, _OpenBatch] = {}  # keyless fast path, per topic
+        self._keep_futures = self._accumulator.keep_futures
+        self._batch_size = config.batch_size
         self._max_record_size = min(config.max_request_size, config.buffer_memory)
         self._yield_next = False  # a batch filled up: give the network task a turn
         self._state = _State.NEW
@@ -282,6 +306,7 @@ class Producer:
         try:
             await self._driver.run(task_status=task_status)
         finally:
+            self._open_batches.clear()  # records take the slow path (which raises) from now
             fatal = self._driver.fatal_error
             if fatal is not None:
                 self._sender.abort(
@@ -295,6 +320,7 @@ class Producer:
             return
         was_running = self._state is _State.RUNNING
         self._state = _State.CLOSING
+        self._open_batches.clear()
         driver = self._driver
         try:
             if was_running and driver is not None and driver.running:
@@ -359,23 +385,77 @@ class Producer:
             # cancellation here loses nothing).
             self._yield_next = False
             await anyio.lowlevel.checkpoint()
-        if (
-            self._fast_ok
-            and headers is None
-            and partition is None
-            and type(value) is bytes
-            and (key is None or type(key) is bytes)
-        ):
-            future = self._try_fast(topic, value, key, timestamp_ms)
-            if future is not None:
-                return future
+        if partition is None and headers is None and type(value) is bytes:
+            if key is None:
+                # The fast path of keyless records (inline: this runs once per record).
+                # _open_batches has entries only for plain records (no serializers,
+                # interceptors, custom partitioner or transactions) of a running producer.
+                slot = self._open_batches.get(topic)
+                if (
+                    slot is not None
+                    and not slot.batch.closed
+                    and slot.cluster is self._metadata.cluster
+                    and self._idempotence.state is not _ID_FATAL
+                ):
+                    value_size = len(value)
+                    size = _KEYLESS_OVERHEAD + value_size
+                    memory = self._memory
+                    if (
+                        size <= self._max_record_size
+                        and not memory.waiters
+                        and memory.used + size <= memory.limit
+                    ):
+                        if timestamp_ms is None:
+                            timestamp_ms = _time_ns() // 1_000_000
+                        builder = slot.builder
+                        record_size = builder.append(timestamp_ms, None, value, None)
+                        if record_size is not None:
+                            batch = slot.batch
+                            future = DeliveryFuture(
+                                batch, builder.record_count - 1, timestamp_ms, -1, value_size
+                            )
+                            if self._keep_futures:
+                                batch.futures.append(future)
+                            batch.reserved_bytes += size
+                            memory.used += size
+                            sticky = slot.sticky
+                            sticky.produced_bytes += record_size
+                            if sticky.produced_bytes >= self._batch_size:
+                                self._switch_sticky(topic, slot)
+                            if builder.size_in_bytes() >= self._batch_size:
+                                batch.closed = True
+                                self._batch_full()
+                            return future
+            elif self._fast_ok and type(key) is bytes:
+                keyed = self._try_fast(topic, value, key, timestamp_ms)
+                if keyed is not None:
+                    return keyed
         return await self._enqueue(topic, value, key, partition, headers, timestamp_ms)
 
+    def _switch_sticky(self, topic: str, slot: _OpenBatch) -> None:
+        """The sticky partition had its share: the partitioner picks the next one now. The
+        slot stays only if that is the same partition (e.g. a topic with one partition);
+        else the next keyless record takes the slow path, which makes the next slot."""
+        partitioner = self._partitioner
+        partition = slot.batch.tp.partition
+        partitioner.on_append(topic, None, partition, 0)
+        fast = self._fast_topics.get(topic)
+        if fast is not None and fast.version == slot.cluster.version:
+            if partitioner.partition(topic, None, fast.partitions, fast.available) == partition:
+                return
+        del self._open_batches[topic]
+
+    def _batch_full(self) -> None:
+        """A batch filled up: wake the network task, and give it a turn at the next record."""
+        assert self._driver is not None
+        self._driver.wakeup()
+        self._yield_next = True
+
     def _try_fast(
-        self, topic: str, value: bytes, key: bytes | None, timestamp_ms: int | None
+        self, topic: str, value: bytes, key: bytes, timestamp_ms: int | None
     ) -> DeliveryFuture | None:
-        """Append a plain record to an open batch without waiting; None: take the slow path
-        (it also raises the errors, e.g. for a closed producer)."""
+        """Append a plain keyed record to an open batch without waiting; None: take the slow
+        path (it also raises the errors, e.g. for a closed producer)."""
         fast = self._fast_topics.get(topic)
         if fast is None or fast.version != self._metadata.cluster.version:
             return None
@@ -392,25 +472,17 @@ class Producer:
         memory = self._memory
         if size > self._max_record_size or memory.waiters or memory.used + size > memory.limit:
             return None
-        if key is None:
-            partition = self._partitioner.partition(topic, None, fast.partitions, fast.available)
-        else:
-            partition = fast.partitions[partition_for_key(key, len(fast.partitions))]
-        tp = fast.tps.get(partition)
+        tp = fast.tps.get(fast.partitions[partition_for_key(key, len(fast.partitions))])
         if tp is None:
             return None
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        appended = self._accumulator.try_append(tp, timestamp_ms, key, value, size)
-        if appended is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        future = self._accumulator.try_append(tp, timestamp_ms, key, value, size)
+        if future is None:
             return None
         memory.used += size
-        future, record_size = appended
-        if key is None:
-            self._partitioner.on_append(topic, None, partition, record_size)
         if future.batch_closed:
-            driver.wakeup()
-            self._yield_next = True
+            self._batch_full()
         return future
 
     async def _enqueue(
@@ -451,8 +523,9 @@ class Producer:
                 f"({config.buffer_memory}); send a smaller record or raise those limits"
             )
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = _time_ns() // 1_000_000
         version, partitions, available = await self._partitions(topic)
+        partition_given = partition is not None
         if partition is None:
             if self._custom_partitioner is not None:
                 partition = self._custom_partitioner(key_bytes, partitions, available)
@@ -487,13 +560,43 @@ class Producer:
             size,
         )
         if key_bytes is None and self._custom_partitioner is None:
-            self._partitioner.on_append(topic, None, partition, result.size)
+            partitioner = self._partitioner
+            partitioner.on_append(topic, None, partition, result.size)
+            sticky = partitioner.sticky_state(topic)
+            if sticky is not None and sticky.partition < 0:
+                # it had its share: pick the next partition now, from this metadata (as the
+                # Java client does, and as the fast path does in _switch_sticky)
+                partitioner.partition(topic, None, partitions, available)
+            if self._fast_ok and not partition_given:
+                self._open_fast_path(topic, partition, version, result.batch)
         if result.new_batch or result.batch_full:
             assert self._driver is not None
             self._driver.wakeup()
             if result.batch_full:
                 self._yield_next = True
         return result.future
+
+    def _open_fast_path(
+        self, topic: str, partition: int, version: int, batch: ProducerBatch
+    ) -> None:
+        """After the slow path appended a keyless record to ``partition``: let the next
+        keyless records of ``topic`` go straight to that batch (see _OpenBatch)."""
+        sticky = self._partitioner.sticky_state(topic)
+        cluster = self._metadata.cluster
+        driver = self._driver
+        if (
+            not batch.closed
+            and sticky is not None
+            and sticky.partition == partition
+            and cluster.version == version
+            and self._state is _RUNNING
+            and driver is not None
+            and driver.running
+            and driver.fatal_error is None
+        ):
+            self._open_batches[topic] = _OpenBatch(cluster, batch, sticky)
+        else:
+            self._open_batches.pop(topic, None)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is acknowledged or failed.

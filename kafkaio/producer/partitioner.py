@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from kafkaio.producer.murmur2 import partition_for_key
 
 
-@dataclass(slots=True)
-class _Sticky:
-    partition: int
-    produced_bytes: int = 0
+class StickyState:
+    """A topic's sticky partition for keyless records and the bytes appended to it so far.
+
+    ``partition`` is ``-1 - p`` once ``p`` had its share (switch away from it next time).
+    The producer's fast path adds to ``produced_bytes`` itself and calls ``on_append`` (with
+    0 bytes) once it reaches ``DefaultPartitioner.batch_size``.
+    """
+
+    __slots__ = ("partition", "produced_bytes")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.produced_bytes = 0
 
 
 class DefaultPartitioner:
@@ -29,9 +37,9 @@ class DefaultPartitioner:
     """
 
     def __init__(self, batch_size: int, rng: Callable[[], float] = random.random) -> None:
-        self._batch_size = batch_size
+        self.batch_size = batch_size
         self._rng = rng
-        self._sticky: dict[str, _Sticky] = {}
+        self._sticky: dict[str, StickyState] = {}
 
     def partition(
         self,
@@ -45,7 +53,7 @@ class DefaultPartitioner:
             return partitions[partition_for_key(key, len(partitions))]
         sticky = self._sticky.get(topic)
         if sticky is None:
-            sticky = self._sticky[topic] = _Sticky(self._choose(partitions, available, None))
+            sticky = self._sticky[topic] = StickyState(self._choose(partitions, available, None))
         elif sticky.partition < 0:  # switch away from the partition that had its share
             sticky.partition = self._choose(partitions, available, -1 - sticky.partition)
         elif sticky.partition >= len(partitions):  # the topic shrank (or metadata was wrong)
@@ -63,7 +71,7 @@ class DefaultPartitioner:
         if sticky is None or sticky.partition != partition:
             return
         sticky.produced_bytes += size
-        if sticky.produced_bytes >= self._batch_size:
+        if sticky.produced_bytes >= self.batch_size:
             sticky.produced_bytes = 0
             sticky.partition = -1 - sticky.partition  # marks "switch away from" it
 
@@ -74,6 +82,10 @@ class DefaultPartitioner:
         if current is not None and len(pool) > 1:
             pool = [p for p in pool if p != current]
         return pool[int(self._rng() * len(pool)) % len(pool)]
+
+    def sticky_state(self, topic: str) -> StickyState | None:
+        """The live sticky state of ``topic`` (None before its first keyless record)."""
+        return self._sticky.get(topic)
 
     def sticky_partition(self, topic: str) -> int | None:
         """The partition keyless records of ``topic`` currently go to (None: not chosen)."""

@@ -174,12 +174,10 @@ def _fill_complete_and_drop() -> None:
     assert acc.try_append(T0, 1, None, b"v", 10) is None  # no open batch: use append
     first = acc.append(T0, 1, None, b"a" * 50, None, 0.0, 10).future
     assert not first.batch_closed
-    appended = acc.try_append(T0, 2, b"k", b"b" * 50, 10)
-    assert appended is not None
-    second, size = appended
-    assert size > 50 and not second.batch_closed
+    second = acc.try_append(T0, 2, b"k", b"b" * 50, 10)
+    assert second is not None and not second.batch_closed
     while (more := acc.try_append(T0, 3, None, b"c" * 50, 10)) is not None:
-        last = more[0]
+        last = more
     # the record that did not fit goes through append: a new batch, the old one is ready
     result = acc.append(T0, 4, None, b"d" * 50, None, 0.0, 10)
     assert result.new_batch and result.batch_full and last.batch_closed

@@ -1,0 +1,225 @@
+"""Producer.enqueue's fast path for plain records gives the same batches as the general path.
+
+No broker: the producer runs with a stand-in network task, and metadata comes from a response.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+
+from kafkaio.errors import KafkaError, KafkaTimeoutError
+from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer.batch import ProducerBatch
+from kafkaio.producer.client import Producer, _State
+from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
+from kafkaio.producer.future import DeliveryFuture
+from kafkaio.producer.idempotence import IdState
+from kafkaio.producer.partitioner import DefaultPartitioner
+from kafkaio.records import BatchBuilder, iter_batches
+
+from ._helpers import metadata_response
+
+TOPIC = "t"
+
+
+class FakeDriver:
+    """Stands in for the NetworkDriver: counts wakeups, nothing is sent."""
+
+    def __init__(self) -> None:
+        self.running = True
+        self.fatal_error: BaseException | None = None
+        self.wakeups = 0
+
+    def wakeup(self) -> None:
+        self.wakeups += 1
+
+    def check(self) -> None:
+        if self.fatal_error is not None or not self.running:
+            raise KafkaError("the network task stopped")
+
+    def stop(self) -> None:
+        self.running = False
+
+    async def run(self, **kwargs: Any) -> None:
+        self.fatal_error = RuntimeError("a bug in a request manager")
+        self.running = False
+
+
+def running_producer(partitions: int = 1, seed: int = 7, **options: Any) -> Producer:
+    """A producer as after start(), with metadata for TOPIC and a seeded partitioner."""
+    options.setdefault("batch_size", 1024)
+    options.setdefault("linger_ms", 5)
+    producer = Producer("localhost:9092", metrics_enabled=False, **options)
+    update_metadata(producer, partitions)
+    producer._partitioner = DefaultPartitioner(
+        producer.config.batch_size, rng=random.Random(seed).random
+    )
+    producer._driver = FakeDriver()  # type: ignore[assignment]
+    producer._state = _State.RUNNING
+    return producer
+
+
+def update_metadata(producer: Producer, partitions: int) -> None:
+    producer._metadata.add_topics([TOPIC])
+    producer._metadata.on_response(0.0, metadata_response({TOPIC: [1] * partitions}))
+
+
+def queued(producer: Producer) -> dict[TopicPartition, list[ProducerBatch]]:
+    out: dict[TopicPartition, list[ProducerBatch]] = {}
+    for batch in producer._accumulator.queued_batches():
+        out.setdefault(batch.tp, []).append(batch)
+    return out
+
+
+def contents(producer: Producer) -> dict[TopicPartition, list[list[tuple[int, bytes | None]]]]:
+    """Each queued batch as encoded: (timestamp, value) per record."""
+    out: dict[TopicPartition, list[list[tuple[int, bytes | None]]]] = {}
+    for tp, batches in queued(producer).items():
+        for batch in batches:
+            (decoded,) = iter_batches(batch.payload())
+            out.setdefault(tp, []).append([(r.timestamp, r.value) for r in decoded])
+    return out
+
+
+async def test_keyless_records_fill_batches_with_correct_futures() -> None:
+    producer = running_producer()
+    before = time.time_ns() // 1_000_000
+    futures = [await producer.enqueue(TOPIC, b"v%03d" % i) for i in range(100)]
+    after = time.time_ns() // 1_000_000
+    assert producer._open_batches  # the fast path took the later records
+    batches = queued(producer)[TopicPartition(TOPIC, 0)]
+    assert len(batches) > 1 and all(b.closed for b in batches[:-1])
+    assert sum(b.record_count for b in batches) == 100
+    assert producer._memory.used == sum(b.reserved_bytes for b in batches)
+    assert producer._memory.used == 100 * BatchBuilder.estimate_size_in_bytes(None, b"v000")
+    offset = 1000
+    for batch in batches:
+        assert batch.complete(offset, -1)
+        offset += batch.record_count
+    results = [f.result() for f in futures]
+    assert [r.offset for r in results] == list(range(1000, 1100))
+    assert all(before <= r.timestamp <= after for r in results)
+    assert {(r.serialized_key_size, r.serialized_value_size) for r in results} == {(-1, 4)}
+    # a full batch woke the network task, and the next enqueue yields to it first
+    assert producer._driver.wakeups >= len(batches) - 1  # type: ignore[union-attr]
+
+
+async def test_given_timestamps_are_kept() -> None:
+    producer = running_producer()
+    futures = [await producer.enqueue(TOPIC, b"v", timestamp_ms=5000 + i) for i in range(10)]
+    (batch,) = queued(producer)[TopicPartition(TOPIC, 0)]
+    batch.complete(0, -1)
+    assert [f.result().timestamp for f in futures] == list(range(5000, 5010))
+    assert [f.result().offset for f in futures] == list(range(10))
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+async def test_fast_path_matches_the_general_path(partitions: int) -> None:
+    """Same records, same random source: the same partitions, batches and bytes, whether
+    records take the fast path or (with a value serializer) always the general one."""
+
+    def identity(value: bytes) -> bytes:
+        return value
+
+    fast = running_producer(partitions)
+    slow = running_producer(partitions, value_serializer=identity)
+    assert not slow._fast_ok
+    general_path_records = []
+    general_path = fast._enqueue
+
+    async def counting(topic: str, value: Any, *args: Any) -> DeliveryFuture:
+        general_path_records.append(value)
+        return await general_path(topic, value, *args)
+
+    fast._enqueue = counting  # type: ignore[method-assign,assignment]
+    for i in range(600):
+        if i == 300:  # new metadata: the topic shrinks to 2 partitions
+            for producer in (fast, slow):
+                update_metadata(producer, min(partitions, 2))
+        if i % 97 == 0:  # a batch drained by the sender: the next record starts a new one
+            for producer in (fast, slow):
+                for batches in queued(producer).values():
+                    batches[-1].closed = True
+        value = b"x" * (i % 50)
+        await fast.enqueue(TOPIC, value, timestamp_ms=1000 + i)
+        await slow.enqueue(TOPIC, value, timestamp_ms=1000 + i)
+    assert contents(fast) == contents(slow)
+    assert (len(contents(fast)) > 1) == (partitions > 1)  # the sticky partition moved
+    assert fast._memory.used == slow._memory.used
+    fast_sticky = fast._partitioner.sticky_state(TOPIC)
+    slow_sticky = slow._partitioner.sticky_state(TOPIC)
+    assert fast_sticky is not None and slow_sticky is not None
+    assert (fast_sticky.partition, fast_sticky.produced_bytes) == (
+        slow_sticky.partition,
+        slow_sticky.produced_bytes,
+    )
+    assert not slow._open_batches
+    assert len(general_path_records) < 100  # most records took the fast path
+
+
+async def test_a_completed_batch_takes_no_more_records() -> None:
+    producer = running_producer()
+    await producer.enqueue(TOPIC, b"a")
+    first = await producer.enqueue(TOPIC, b"b")
+    (batch,) = queued(producer)[TopicPartition(TOPIC, 0)]
+    # e.g. expired while still open: it leaves the queue and fails
+    producer._accumulator.expire(batch.deadline_ms)
+    batch.fail(KafkaTimeoutError("expired"))
+    later = await producer.enqueue(TOPIC, b"c")
+    assert later.done() is False and first.done()
+    (new,) = queued(producer)[TopicPartition(TOPIC, 0)]
+    assert new is not batch and new.record_count == 1
+
+
+async def test_errors_still_raise_with_an_open_batch() -> None:
+    producer = running_producer(buffer_memory=4096, max_block_ms=10, batch_size=1024)
+    await producer.enqueue(TOPIC, b"a")
+    assert producer._open_batches
+    with pytest.raises(RecordTooLargeError):
+        await producer.enqueue(TOPIC, b"x" * 5000)
+    # buffer_memory full: the fast path stops, and the general path waits, then times out
+    with pytest.raises(KafkaTimeoutError):
+        for _ in range(100):
+            await producer.enqueue(TOPIC, b"y" * 200)
+    assert producer._memory.used <= 4096
+    producer._idempotence.state = IdState.FATAL
+    producer._idempotence.fatal_error = KafkaError("fenced")
+    producer._memory.used = 0
+    with pytest.raises(ProducerClosedError, match="fenced"):
+        await producer.enqueue(TOPIC, b"z")
+
+
+async def test_no_fast_path_once_closed() -> None:
+    producer = running_producer()
+    queued_future = await producer.enqueue(TOPIC, b"a")
+    await producer.close(timeout=0)
+    assert isinstance(queued_future.exception(), ProducerClosedError)
+    with pytest.raises(ProducerClosedError):
+        await producer.enqueue(TOPIC, b"b")
+
+
+async def test_no_fast_path_once_the_network_task_failed() -> None:
+    producer = running_producer()
+    pending = await producer.enqueue(TOPIC, b"a")
+    await producer._run_driver()  # the stand-in fails at once
+    assert isinstance(pending.exception(), ProducerClosedError)
+    with pytest.raises(KafkaError):
+        await producer.enqueue(TOPIC, b"b")
+
+
+async def test_keyed_records_take_their_partition() -> None:
+    producer = running_producer(partitions=4)
+    keys = [b"k%d" % i for i in range(40)]
+    for key in keys:
+        await producer.enqueue(TOPIC, b"v", key)
+    reference = running_producer(partitions=4)
+    reference._fast_ok = False
+    for key in keys:
+        await reference.enqueue(TOPIC, b"v", key)
+    assert {tp: [b.record_count for b in bs] for tp, bs in queued(producer).items()} == {
+        tp: [b.record_count for b in bs] for tp, bs in queued(reference).items()
+    }
