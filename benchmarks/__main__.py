@@ -1,19 +1,34 @@
-"""Run every benchmark: ``python -m benchmarks [--quick] [--out DIR]`` (``make bench``).
+"""Run every benchmark: ``python -m benchmarks [--quick] [--out DIR] [--only SUITE]
+[--docs-chart PATH] [--bootstrap HOST:PORT]`` (``make bench``).
 
 Prints each suite's table and writes results.json, results.md and results.png (when
-matplotlib is installed) to ``--out`` (default build/bench). About 4-5 minutes by default
-on a 2-core machine; ``--quick`` about 1.
+matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` copies the
+chart. Every client runs against the same broker (an embedded Tansu unless ``--bootstrap``
+or $KAFKAIO_BENCH_BOOTSTRAP names an external cluster), with the same N and settings.
+About 17 minutes on a shared 2-core machine; ``--quick`` under 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import bench_consume, bench_latency, bench_memory, bench_produce, bench_records
-from benchmarks.report import Row, environment, suite_table, write_report
+from benchmarks import (
+    bench_consume,
+    bench_latency,
+    bench_memory,
+    bench_produce,
+    bench_rebalance,
+    bench_records,
+)
+from benchmarks.common import BOOTSTRAP_ENV
+from benchmarks.report import NOTES, Row, environment, suite_table, write_report
+
+SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory")
 
 
 def records_rows() -> list[Row]:
@@ -26,49 +41,96 @@ def records_rows() -> list[Row]:
     return rows
 
 
+Suite = tuple[str, Callable[[], list[Row]]]  # description, run
+
+
+def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suite]:
+    """Each suite with its sizes: full mode 1M x 100 B per produce/consume cell, 3 runs."""
+    main_runs = runs or (1 if quick else 3)
+    once = max(1, main_runs // 3)
+    produce_cases = bench_produce.cases(quick, runs=runs)
+    consume_n = 200_000 if quick else 1_000_000
+    consume_runs = (
+        {"none": main_runs, "lz4": main_runs}
+        if quick
+        else {"none": main_runs, "lz4": main_runs, "zstd": once}
+    )
+    seconds = 3.0 if quick else 20.0
+    rebalance_cases = bench_rebalance.QUICK_CASES if quick else bench_rebalance.CASES
+    settle = 1.0 if quick else bench_rebalance.SETTLE_S
+    scale = (1_000_000,) if quick else (1_000_000, 10_000_000)
+    return {
+        "records": ("Record codec: ns per record, one batch of 1,000 records.", records_rows),
+        "produce": (
+            bench_produce.describe(produce_cases),
+            lambda: bench_produce.suite(produce_cases, bootstrap),
+        ),
+        "consume": (
+            bench_consume.describe(consume_n, consume_runs),
+            lambda: bench_consume.suite(consume_n, consume_runs, bootstrap),
+        ),
+        "latency": (
+            bench_latency.describe(seconds),
+            lambda: bench_latency.suite(seconds=seconds, bootstrap=bootstrap),
+        ),
+        "rebalance": (
+            bench_rebalance.describe(),
+            lambda: bench_rebalance.suite(rebalance_cases, settle=settle, bootstrap=bootstrap),
+        ),
+        "memory": (
+            bench_memory.describe(scale),
+            lambda: bench_memory.suite(scale=scale, bootstrap=bootstrap),
+        ),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer cases, records and runs")
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
-    parser.add_argument("--runs", type=int, default=None, help="runs per cell (default 3)")
+    parser.add_argument("--runs", type=int, default=None, help="runs per main cell (default 3)")
     parser.add_argument(
-        "--only",
-        action="append",
-        choices=("records", "produce", "consume", "latency", "memory"),
-        help="run only these suites (repeatable)",
+        "--only", action="append", choices=SUITES, help="run only these suites (repeatable)"
+    )
+    parser.add_argument("--docs-chart", type=Path, default=None, help="also copy the chart here")
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get(BOOTSTRAP_ENV) or None,
+        help=f"an external cluster instead of the embedded Tansu (or ${BOOTSTRAP_ENV})",
     )
     args = parser.parse_args(argv)
-    quick = args.quick
-    runs = args.runs or (1 if quick else 3)
-    env = environment()
-    env["mode"] = f"{'quick' if quick else 'full'}, {runs} run(s) per cell"
+    env = environment(args.bootstrap)
+    env["mode"] = f"{'quick' if args.quick else 'full'}" + (
+        f", {args.runs} run(s) per main cell" if args.runs else ""
+    )
     print("# kafkaio benchmarks\n")
     for key, value in env.items():
         print(f"- {key}: {value}")
-    suites: dict[str, Callable[[], list[Row]]] = {
-        "records": records_rows,
-        "produce": lambda: bench_produce.suite(
-            100_000 if quick else 200_000,
-            runs,
-            bench_produce.QUICK_CASES if quick else bench_produce.FULL_CASES,
-        ),
-        "consume": lambda: bench_consume.suite(200_000 if quick else 500_000, runs),
-        "latency": lambda: bench_latency.suite(seconds=3.0 if quick else 10.0),
-        "memory": bench_memory.suite,
-    }
     rows: list[Row] = []
-    for name, run in suites.items():
+    total = time.perf_counter()
+    for name, (description, run) in plan(args.quick, args.runs, args.bootstrap).items():
         if args.only and name not in args.only:
             continue
         start = time.perf_counter()
         suite_rows = run()
         rows += suite_rows
-        print(f"\n## {name} ({time.perf_counter() - start:.0f} s)\n")
-        print(suite_table(suite_rows))
-    for note in sorted(bench_produce.NOTES):
-        print(f"\nNote: {note}.")
-    for path in write_report(rows, args.out, env):
+        print(f"\n## {name} ({time.perf_counter() - start:.0f} s)\n\n{description}\n")
+        if suite_rows:
+            print(suite_table(suite_rows))
+    print(f"\nTotal: {time.perf_counter() - total:.0f} s")
+    for text in sorted(NOTES):
+        print(f"\nNote: {text}.")
+    written = write_report(rows, args.out, env)
+    for path in written:
         print(f"wrote {path}")
+    chart = args.out / "results.png"
+    if args.docs_chart is not None:
+        if chart in written:
+            args.docs_chart.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(chart, args.docs_chart)
+            print(f"wrote {args.docs_chart}")
+        else:
+            print(f"no chart for {args.docs_chart} (matplotlib missing or no throughput rows)")
 
 
 if __name__ == "__main__":

@@ -1,165 +1,156 @@
-"""Memory bounds: consumer RSS by fetch settings, producer RSS by buffer_memory.
+"""Memory bounds of kafkaio: consumer RSS by fetch settings, producer RSS by buffer_memory,
+and RSS over time while producing and then consuming millions of records (the scale cases).
 
-Run ``python -m benchmarks.bench_memory``. Each case runs in a fresh Python process (so
-peak RSS is its own) against one Tansu broker: the consumer reads N x 1 KiB records with a
-slow application (it sleeps a little per batch, so fetched data piles up as far as the
-settings allow); the producer enqueues N x 1 KiB records as fast as it can. Growth is the
-peak RSS minus the RSS once the client was started.
+Run ``python -m benchmarks.bench_memory [--scale N]``. Each case runs in a fresh child
+process against one broker. The settings cases: the consumer reads 100,000 x 1 KiB records
+with a slow application (it sleeps a little per batch, so fetched data piles up as far as
+the settings allow); the producer enqueues 100,000 x 1 KiB records as fast as it can. The
+scale cases: a producer with default settings writes N x 100 B records, then a consumer
+with default settings reads them; RSS is sampled every 0.5 s. Start = RSS once the client
+was started; growth = peak minus start.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import resource
-import subprocess
-import sys
-import uuid
 from typing import Any
 
+from benchmarks.common import BenchBroker, fill, payload
+from benchmarks.isolate import Meter, Metrics, RssSampler, rss_mib, run_isolated
 from benchmarks.report import Row, median_row, suite_table
 
 RECORDS = 100_000
 VALUE = 1024
+SCALE_VALUE = 100
 PARTITIONS = 4
 MIB = 1024 * 1024
 
 CONSUMER_CASES: dict[str, dict[str, Any]] = {
-    "consumer, defaults (fetch_max_bytes 50 MiB, 1 MiB/partition)": {},
-    "consumer, max_partition_fetch_bytes=256 KiB, fetch_buffer_max_bytes=1 MiB": {
+    "consumer, 100,000 x 1 KiB, slow application, defaults (fetch_max_bytes 50 MiB, "
+    "1 MiB/partition)": {},
+    "consumer, 100,000 x 1 KiB, slow application, max_partition_fetch_bytes=256 KiB, "
+    "fetch_max_bytes=fetch_buffer_max_bytes=1 MiB": {
         "max_partition_fetch_bytes": 256 * 1024,
         "fetch_max_bytes": 1 * MIB,
         "fetch_buffer_max_bytes": 1 * MIB,
     },
 }
+SCALE_SETTINGS = {
+    "producer": "acks=1, other settings default (buffer_memory 32 MiB)",
+    "consumer": "default settings",
+}
 PRODUCER_CASES: dict[str, dict[str, Any]] = {
-    "producer, buffer_memory=32 MiB (default)": {},
-    "producer, buffer_memory=4 MiB": {"buffer_memory": 4 * MIB},
+    "producer, 100,000 x 1 KiB, buffer_memory=32 MiB (default)": {},
+    "producer, 100,000 x 1 KiB, buffer_memory=4 MiB": {"buffer_memory": 4 * MIB},
 }
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / MIB
-
-
-def _peak_mib() -> float:
-    """Peak RSS of this process (VmHWM; ru_maxrss would include the parent's before exec)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-async def _consume(bootstrap: str, topic: str, options: dict[str, Any]) -> dict[str, float]:
+async def _consume(
+    bootstrap: str, topic: str, records: int, options: dict[str, Any], slow: bool
+) -> Metrics:
     from kafkaio import Consumer, TopicPartition
 
     async with Consumer(
         bootstrap_servers=bootstrap, auto_offset_reset="earliest", **options
     ) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        base = _rss_mib()
-        n = 0
-        while n < RECORDS:
-            batches = await consumer.getmany(timeout_ms=1000, max_records=2000)
-            n += sum(len(v) for v in batches.values())
-            await asyncio.sleep(0.002)  # a slow application: prefetched data waits
-    return {"base": base, "peak": _peak_mib()}
+        with RssSampler() as rss, Meter() as meter:
+            n = 0
+            while n < records:
+                batches = await consumer.getmany(timeout_ms=1000, max_records=2000)
+                n += sum(len(v) for v in batches.values())
+                if slow:
+                    await asyncio.sleep(0.002)  # a slow application: prefetched data waits
+    return {**rss.summary(), "msg_per_s": records / meter.wall_s}
 
 
-async def _produce(bootstrap: str, topic: str, options: dict[str, Any]) -> dict[str, float]:
+async def _produce(
+    bootstrap: str, topic: str, records: int, options: dict[str, Any], size: int
+) -> Metrics:
     from kafkaio.producer import Producer
 
-    value = b"x" * VALUE
-    async with Producer(bootstrap, acks="1", **options) as producer:
+    value = payload(size)
+    async with Producer(bootstrap, **options) as producer:
         await producer.send(topic, b"warm-up")
-        base = _rss_mib()
-        for _ in range(RECORDS):
-            await producer.enqueue(topic, value)
-        await producer.flush()
-    return {"base": base, "peak": _peak_mib()}
+        with RssSampler() as rss, Meter() as meter:
+            enqueue = producer.enqueue
+            for _ in range(records):
+                await enqueue(topic, value)
+            await producer.flush()
+    return {**rss.summary(), "msg_per_s": records / meter.wall_s}
 
 
-def _child(kind: str, bootstrap: str, topic: str, options: dict[str, Any]) -> None:
-    run = _consume if kind == "consumer" else _produce
-    print(json.dumps(asyncio.run(run(bootstrap, topic, options))))
+def measure_memory(
+    kind: str, bootstrap: str, topic: str, records: int, options: dict[str, Any], size: int
+) -> Metrics:
+    """Child: one consumer (`kind` "consumer" or "slow consumer") or producer run."""
+    rss_mib()  # the interpreter and imports are in the start RSS of every case alike
+    if kind == "producer":
+        run = _produce(bootstrap, topic, records, {"acks": "1", **options}, size)
+    else:
+        run = _consume(bootstrap, topic, records, options, slow=kind == "slow consumer")
+    return asyncio.run(run)
 
 
-def _measure(kind: str, bootstrap: str, topic: str, options: dict[str, Any]) -> dict[str, float]:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.bench_memory",
-            "--child",
-            kind,
-            bootstrap,
-            topic,
-            json.dumps(options),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    ).stdout
-    result = json.loads(out.strip().splitlines()[-1])
-    return {"peak_rss_mib": result["peak"], "growth_mib": result["peak"] - result["base"]}
+def _row_metrics(metrics: Metrics) -> Metrics:
+    out = dict(metrics)
+    # VmHWM is updated lazily by the kernel: a sample can be higher
+    out["peak_rss_mib"] = max(out["peak_rss_mib"], out.pop("peak_sample_mib"))
+    out["growth_mib"] = out["peak_rss_mib"] - out["start_rss_mib"]
+    return out
 
 
-def suite(runs: int = 1) -> list[Row]:
-    from benchmarks.bench_produce import _create_topic
-    from kafkaio.testing import TansuBroker
-
-    samples: dict[str, list[dict[str, float]]] = {}
-    with TansuBroker() as broker:
-        topic = f"mem-{uuid.uuid4().hex[:8]}"
-        _fill(broker.bootstrap, topic)
+def suite(runs: int = 1, scale: tuple[int, ...] = (), bootstrap: str | None = None) -> list[Row]:
+    """The settings cases `runs` times, then one producer + consumer run per scale N."""
+    samples: dict[str, list[Metrics]] = {}
+    with BenchBroker(bootstrap) as broker:
+        topic = broker.new_topic("bench-mem", PARTITIONS)
+        fill(broker.bootstrap, topic, "none", RECORDS, VALUE, PARTITIONS)
         for _ in range(runs):
             for case, options in CONSUMER_CASES.items():
-                samples.setdefault(case, []).append(
-                    _measure("consumer", broker.bootstrap, topic, options)
+                m = run_isolated(
+                    measure_memory, "slow consumer", broker.bootstrap, topic, RECORDS, options, 0
                 )
+                samples.setdefault(case, []).append(_row_metrics(m))
             for case, options in PRODUCER_CASES.items():
-                target = f"mem-p-{uuid.uuid4().hex[:8]}"
-                asyncio.run(_create_topic(broker.bootstrap, target))
-                samples.setdefault(case, []).append(
-                    _measure("producer", broker.bootstrap, target, options)
+                target = broker.new_topic("bench-mem-p")
+                m = run_isolated(
+                    measure_memory, "producer", broker.bootstrap, target, RECORDS, options, VALUE
                 )
+                samples.setdefault(case, []).append(_row_metrics(m))
+        for n in scale:
+            broker.fresh()
+            target = broker.new_topic("bench-mem-scale", PARTITIONS)
+            for kind in ("producer", "consumer"):
+                m = run_isolated(measure_memory, kind, broker.bootstrap, target, n, {}, SCALE_VALUE)
+                case = f"{kind}, {n:,} x {SCALE_VALUE} B, {SCALE_SETTINGS[kind]}"
+                samples.setdefault(case, []).append(_row_metrics(m))
     return [median_row("memory", case, "kafkaio", runs_) for case, runs_ in samples.items()]
 
 
-def _fill(bootstrap: str, topic: str) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    value = os.urandom(VALUE)  # uncompressed, so buffered bytes are what was fetched
-    for i in range(RECORDS):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(60):
-        raise RuntimeError(f"could not fill {topic}")
+def describe(scale: tuple[int, ...]) -> str:
+    sizes = " and ".join(f"{n:,}" for n in scale)
+    return (
+        "Memory (kafkaio, each case in a fresh child process): settings cases with 100,000 x "
+        f"1 KiB records; scale cases: a producer writes {sizes} x {SCALE_VALUE} B records, "
+        "then a consumer reads them, RSS sampled every 0.5 s. Start = RSS once the client "
+        "was started, peak = the child's peak RSS, end = RSS when the last record was acked "
+        "or read, growth = peak - start."
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--child", nargs=4, metavar=("KIND", "BOOTSTRAP", "TOPIC", "OPTIONS"))
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--scale", type=int, action="append", default=None, help="records of a scale case"
+    )
+    parser.add_argument("--bootstrap", default=None, help="external cluster (HOST:PORT)")
     args = parser.parse_args(argv)
-    if args.child:
-        kind, bootstrap, topic, options = args.child
-        _child(kind, bootstrap, topic, json.loads(options))
-        return
-    print(suite_table(suite(args.runs)))
+    scale = tuple(args.scale or (1_000_000,))
+    print(describe(scale))
+    print(suite_table(suite(args.runs, scale, args.bootstrap)))
 
 
 if __name__ == "__main__":

@@ -14,10 +14,12 @@ import time
 import timeit
 from collections.abc import Awaitable, Callable
 
-from benchmarks.bench_consume import PARTITIONS, VALUE_SIZE, fill
+from benchmarks.common import BenchBroker, fill
 from benchmarks.report import Row, median_row
 
 DEFAULT_RECORDS = 200_000
+PARTITIONS = 4
+VALUE_SIZE = 100
 VALUE = (b"0123456789abcdef" * 8)[:VALUE_SIZE]
 
 
@@ -95,22 +97,21 @@ def micro() -> dict[str, float]:
 
 def suite(count: int = DEFAULT_RECORDS, runs: int = 3) -> list[Row]:
     """Produce and consume `count` records `runs` times, metrics on and off interleaved."""
-    from kafkaio.testing import TansuBroker
-
     samples: dict[tuple[str, str], list[dict[str, float]]] = {}
-    with TansuBroker() as broker:
-        fill(broker.bootstrap, "bench-metrics-consume", "none", count)
-        fill(broker.bootstrap, "bench-metrics-produce", "none", 1)
+    with BenchBroker() as broker:
+        source = broker.new_topic("bench-metrics-consume", PARTITIONS)
+        fill(broker.bootstrap, source, "none", count, VALUE_SIZE, PARTITIONS)
+        target = broker.new_topic("bench-metrics-produce", PARTITIONS)
         for metrics in (True, False):  # warm-up: imports and first connections
-            _time(consume, broker.bootstrap, "bench-metrics-consume", 1000, metrics)
+            _time(consume, broker.bootstrap, source, 1000, metrics)
         for _ in range(runs):
             for metrics in (True, False):
                 label = "metrics on" if metrics else "metrics off"
                 samples.setdefault(("consume", label), []).append(
-                    _time(consume, broker.bootstrap, "bench-metrics-consume", count, metrics)
+                    _time(consume, broker.bootstrap, source, count, metrics)
                 )
                 samples.setdefault(("produce", label), []).append(
-                    _time(produce, broker.bootstrap, "bench-metrics-produce", count, metrics)
+                    _time(produce, broker.bootstrap, target, count, metrics)
                 )
     rows = [
         median_row("metrics", f"{what}, {VALUE_SIZE} B, none", f"kafkaio ({label})", runs_)

