@@ -904,6 +904,10 @@ class Consumer:
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
+        if not len(self._background):  # the common case: a collected record is waiting
+            record = self._pending.pop()
+            if record is not None:
+                return record
         try:
             return await self.getone()
         except KafkaError:

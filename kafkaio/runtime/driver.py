@@ -40,6 +40,20 @@ def now_ms() -> float:
     return monotonic() * 1000.0
 
 
+# A sender task with nothing to send ends after this long (a new one starts when needed).
+_SENDER_IDLE_S = 30.0
+
+
+class _IdleSender:
+    """A sender task waiting for its next request."""
+
+    __slots__ = ("request", "wakeup")
+
+    def __init__(self) -> None:
+        self.request: UnsentRequest | None = None
+        self.wakeup = Wakeup()
+
+
 class DriverStoppedError(KafkaError):
     """The client's network task has stopped (the client was closed, or a bug stopped it)."""
 
@@ -77,6 +91,7 @@ class NetworkDriver:
         self._running = False
         self._fatal: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
 
@@ -162,7 +177,7 @@ class NetworkDriver:
         requests, wait = self._poll_managers()
         assert self._tg is not None
         for request in requests:
-            self._tg.start_soon(self._send, request)
+            self._dispatch(request)
         return wait
 
     def _poll_managers(self) -> tuple[list[UnsentRequest], float]:
@@ -194,9 +209,8 @@ class NetworkDriver:
             self.wakeup()
         if not requests:
             return None
-        assert self._tg is not None
         for request in requests[1:]:
-            self._tg.start_soon(self._send, request)
+            self._dispatch(request)
         return requests[0]
 
     def _publish_metadata(self) -> None:
@@ -220,6 +234,32 @@ class NetworkDriver:
             self._published_extra = dict(self._extra_nodes())
             nodes.update(self._published_extra)
         self.connections.update_nodes(nodes)
+
+    def _dispatch(self, request: UnsentRequest) -> None:
+        """Hand `request` to an idle sender task, or start one (a task per request in flight,
+        kept for reuse: starting a task costs more than waking one)."""
+        if self._idle:
+            slot = self._idle.pop()
+            slot.request = request
+            slot.wakeup.set()
+            return
+        assert self._tg is not None
+        self._tg.start_soon(self._sender_task, request)
+
+    async def _sender_task(self, first: UnsentRequest) -> None:
+        """Send requests (and the follow-ups their responses allow) until idle too long."""
+        request = first
+        while True:
+            await self._send(request)
+            if self._stopping or not self._running:
+                return
+            slot = _IdleSender()
+            self._idle.append(slot)
+            await slot.wakeup.wait(_SENDER_IDLE_S)
+            if slot.request is None:  # idle for too long: end (dispatch saw it idle no more)
+                self._idle.remove(slot)
+                return
+            request = slot.request
 
     async def _send(self, unsent: UnsentRequest) -> None:
         request: UnsentRequest | None = unsent
