@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The record codec compiled with mypyc (optional: pure Python is used when it is absent).
 ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py \
-	kafkaio/records/builder.py kafkaio/consumer/record.py
+	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py
 ACCEL_STAMP := build/.accel-stamp
 
 .PHONY: install accel accel-clean demo test bench docs lint typecheck clean

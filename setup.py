@@ -25,6 +25,7 @@ COMPILED_MODULES = [
     "kafkaio/records/batch.py",
     "kafkaio/records/builder.py",
     "kafkaio/consumer/record.py",
+    "kafkaio/producer/murmur2.py",
 ]
 
 

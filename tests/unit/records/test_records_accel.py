@@ -27,12 +27,14 @@ COMPILED_MODULES = (
     "records.batch",
     "records.builder",
     "consumer.record",
+    "producer.murmur2",
 )
 # The tests rerun on the pure-Python modules.
 PURE_SUITES = (
     HERE,
     HERE.parent / "consumer" / "test_record.py",
     HERE.parent / "consumer" / "test_fetch_buffer.py",
+    HERE.parent / "producer" / "test_murmur2.py",
 )
 FORCE_PURE_ENV = "KAFKAIO_TEST_FORCE_PURE_RECORDS"
 
@@ -69,7 +71,8 @@ def _extension(module: str) -> Path | None:
 
 
 def test_implementation_flag_matches_the_loaded_modules() -> None:
-    import kafkaio.consumer.record  # noqa: F401  (the only compiled module outside records)
+    import kafkaio.consumer.record  # noqa: F401  (compiled modules outside records)
+    import kafkaio.producer.murmur2  # noqa: F401
 
     loaded = [sys.modules[f"kafkaio.{m}"].__file__ for m in COMPILED_MODULES]
     compiled = [not str(path).endswith(".py") for path in loaded]
