@@ -383,21 +383,10 @@ class Connection:
                     self._capacity.release()
             await self._wait_for(waiter)
         if not waiter.done and scope.cancelled_caught:
-            what = f"{api_name(type(request))} request (v{version}) to {self}"
             if not waiter.registered:
-                raise KafkaTimeoutError(
-                    f"{what} could not be sent within {seconds:g} s: "
-                    f"{self.config.max_in_flight_requests_per_connection} requests were in "
-                    "flight and none was answered"
-                )
-            await self._shutdown(
-                KafkaTimeoutError(f"a request got no response within {seconds:g} s"),
-                timed_out=waiter,
-                timeout_error=KafkaTimeoutError(
-                    f"{what} got no response within {seconds:g} s; the connection was closed. "
-                    "Check the broker's health, or raise request_timeout_ms for slow requests"
-                ),
-            )
+                raise self._not_sent_error(request, version, seconds)
+            cause, error = self._no_response_errors(request, version, seconds)
+            await self._shutdown(cause, timed_out=waiter, timeout_error=error)
         self.last_used = anyio.current_time()
         return waiter.result()
 
@@ -417,12 +406,7 @@ class Connection:
             with anyio.CancelScope(deadline=deadline) as scope:
                 await capacity.acquire()
             if scope.cancelled_caught:
-                raise KafkaTimeoutError(
-                    f"{api_name(type(request))} request (v{version}) to {self} could not be "
-                    f"sent within {seconds:g} s: "
-                    f"{self.config.max_in_flight_requests_per_connection} requests were in "
-                    "flight and none was answered"
-                ) from None
+                raise self._not_sent_error(request, version, seconds) from None
             if self.state is ConnectionState.CLOSED:
                 capacity.release()
                 self._check_open()
@@ -450,14 +434,26 @@ class Connection:
         """A request on the wire got no response in time: fail it and close the connection."""
         if slot.done:
             return
+        cause, error = self._no_response_errors(request, version, seconds)
+        self._fail(cause, timed_out=slot, timeout_error=error)
+
+    def _not_sent_error(self, request: Any, version: int, seconds: float) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"{api_name(type(request))} request (v{version}) to {self} could not be sent "
+            f"within {seconds:g} s: {self.config.max_in_flight_requests_per_connection} "
+            "requests were in flight and none was answered"
+        )
+
+    def _no_response_errors(
+        self, request: Any, version: int, seconds: float
+    ) -> tuple[KafkaTimeoutError, KafkaTimeoutError]:
+        """(why the connection closes, what the request that timed out raises)."""
         what = f"{api_name(type(request))} request (v{version}) to {self}"
-        self._fail(
-            KafkaTimeoutError(f"a request got no response within {seconds:g} s"),
-            timed_out=slot,
-            timeout_error=KafkaTimeoutError(
-                f"{what} got no response within {seconds:g} s; the connection was closed. "
-                "Check the broker's health, or raise request_timeout_ms for slow requests"
-            ),
+        return KafkaTimeoutError(
+            f"a request got no response within {seconds:g} s"
+        ), KafkaTimeoutError(
+            f"{what} got no response within {seconds:g} s; the connection was closed. "
+            "Check the broker's health, or raise request_timeout_ms for slow requests"
         )
 
     def _on_wire_data(self, data: bytes) -> None:

@@ -175,7 +175,6 @@ class NetworkDriver:
     def run_once(self) -> float:
         """Poll every manager once, start sending their requests; returns ms to sleep."""
         requests, wait = self._poll_managers()
-        assert self._tg is not None
         for request in requests:
             self._dispatch(request)
         return wait
