@@ -424,7 +424,7 @@ class Producer:
                                 self._switch_sticky(topic, slot)
                             if builder.size_in_bytes() >= self._batch_size:
                                 batch.closed = True
-                                self._batch_full()
+                                self._batch_full(batch.tp)
                             return future
             elif self._fast_ok and type(key) is bytes:
                 keyed = self._try_fast(topic, value, key, timestamp_ms)
@@ -445,8 +445,12 @@ class Producer:
                 return
         del self._open_batches[topic]
 
-    def _batch_full(self) -> None:
-        """A batch filled up: wake the network task, and give it a turn at the next record."""
+    def _batch_full(self, tp: TopicPartition) -> None:
+        """A batch of `tp` filled up: wake the network task, and give it a turn at the next
+        record. Not while a batch of `tp` is in flight: it could not be sent before that
+        one's response, whose handling polls the sender anyway."""
+        if self._sender.has_in_flight(tp):
+            return
         assert self._driver is not None
         self._driver.wakeup()
         self._yield_next = True
@@ -482,7 +486,7 @@ class Producer:
             return None
         memory.used += size
         if future.batch_closed:
-            self._batch_full()
+            self._batch_full(tp)
         return future
 
     async def _enqueue(
@@ -569,11 +573,11 @@ class Producer:
                 partitioner.partition(topic, None, partitions, available)
             if self._fast_ok and not partition_given:
                 self._open_fast_path(topic, partition, version, result.batch)
-        if result.new_batch or result.batch_full:
+        if result.new_batch:  # the network task must learn when its linger ends
             assert self._driver is not None
             self._driver.wakeup()
-            if result.batch_full:
-                self._yield_next = True
+        if result.batch_full:
+            self._batch_full(result.batch.tp)
         return result.future
 
     def _open_fast_path(

@@ -92,6 +92,10 @@ class Sender:
     def requests_in_flight(self) -> int:
         return self._requests_in_flight
 
+    def has_in_flight(self, tp: TopicPartition) -> bool:
+        """True while a batch of `tp` is in flight (its response will poll the sender)."""
+        return tp in self._tp_in_flight
+
     def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
         return list(self._tp_in_flight.get(tp, ()))
 

@@ -223,3 +223,32 @@ async def test_keyed_records_take_their_partition() -> None:
     assert {tp: [b.record_count for b in bs] for tp, bs in queued(producer).items()} == {
         tp: [b.record_count for b in bs] for tp, bs in queued(reference).items()
     }
+
+
+@pytest.mark.parametrize("key", [None, b"k"])
+async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
+    key: bytes | None,
+) -> None:
+    """While a batch of the partition is in flight, a newly full batch waits for that
+    response (whose handling polls the sender): no wake-up, no yield to the loop."""
+    producer = running_producer()
+    driver = producer._driver
+    assert isinstance(driver, FakeDriver)
+    tp = TopicPartition(TOPIC, 0)
+    value = b"v" * 300
+    await producer.enqueue(TOPIC, value, key)  # opens a batch (a wake-up for its linger)
+    producer._sender._tp_in_flight[tp] = []  # a batch of tp is in flight
+    before = driver.wakeups
+    for _ in range(12):  # fills several 1 KiB batches
+        await producer.enqueue(TOPIC, value, key)
+    full = [b for b in queued(producer)[tp] if b.closed]
+    assert full, "the records should have filled a batch"
+    new_batches = len(queued(producer)[tp]) - 1
+    assert driver.wakeups - before == new_batches  # only new batches' linger wake-ups
+    assert not producer._yield_next
+    del producer._sender._tp_in_flight[tp]  # its response came: the next full batch wakes
+    for _ in range(6):  # a 1 KiB batch holds at most 3 of these records
+        await producer.enqueue(TOPIC, value, key)
+        if producer._yield_next:
+            break
+    assert producer._yield_next
