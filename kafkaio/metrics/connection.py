@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kafkaio.metrics.registry import MetricsRegistry
-from kafkaio.metrics.sensor import Stat
+from kafkaio.metrics.sensor import Stat, event_stats
 
 
 class ConnectionMetrics:
@@ -19,12 +19,12 @@ class ConnectionMetrics:
         self.group = group = f"{registry.client_kind or 'client'}-metrics"
         self.created = r.sensor(
             group,
-            {"connection-creation-rate": Stat.COUNT_RATE, "connection-creation-total": Stat.COUNT},
+            event_stats("connection-creation"),
             description="broker connections opened",
         )
         self.closed = r.sensor(
             group,
-            {"connection-close-rate": Stat.COUNT_RATE, "connection-close-total": Stat.COUNT},
+            event_stats("connection-close"),
             description="broker connections closed or lost",
         )
         # seconds waited per wait: the RATE of seconds per second is the fraction of time

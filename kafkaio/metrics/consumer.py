@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kafkaio.metrics.registry import MetricsRegistry
-from kafkaio.metrics.sensor import Stat
+from kafkaio.metrics.sensor import Stat, event_stats, latency_stats
 
 FETCH_GROUP = "consumer-fetch-manager-metrics"
 COORDINATOR_GROUP = "consumer-coordinator-metrics"
@@ -46,22 +46,12 @@ class ConsumerMetrics:
         )
         self.fetch_latency = r.sensor(
             FETCH_GROUP,
-            {
-                "fetch-latency-avg": Stat.AVG,
-                "fetch-latency-max": Stat.MAX,
-                "fetch-rate": Stat.COUNT_RATE,
-                "fetch-total": Stat.COUNT,
-            },
+            latency_stats("fetch"),
             description="Fetch request round trips (ms)",
         )
         self.commit_latency = r.sensor(
             COORDINATOR_GROUP,
-            {
-                "commit-latency-avg": Stat.AVG,
-                "commit-latency-max": Stat.MAX,
-                "commit-rate": Stat.COUNT_RATE,
-                "commit-total": Stat.COUNT,
-            },
+            latency_stats("commit"),
             description="offset commits, from request to outcome (ms)",
         )
         self.rebalance_latency = r.sensor(
@@ -81,7 +71,7 @@ class ConsumerMetrics:
         )
         self.poll = r.sensor(
             CONSUMER_GROUP,
-            {"poll-rate": Stat.COUNT_RATE, "poll-total": Stat.COUNT},
+            event_stats("poll"),
             description="application polls (getmany, getone batches, iteration batches)",
         )
         self.partition_lag = r.sensor_family(
@@ -156,17 +146,12 @@ class ShareConsumerMetrics:
         )
         self.fetch_latency = r.sensor(
             FETCH_GROUP,
-            {
-                "fetch-latency-avg": Stat.AVG,
-                "fetch-latency-max": Stat.MAX,
-                "fetch-rate": Stat.COUNT_RATE,
-                "fetch-total": Stat.COUNT,
-            },
+            latency_stats("fetch"),
             description="ShareFetch request round trips (ms)",
         )
         self.poll = r.sensor(
             CONSUMER_GROUP,
-            {"poll-rate": Stat.COUNT_RATE, "poll-total": Stat.COUNT},
+            event_stats("poll"),
             description="application polls",
         )
 

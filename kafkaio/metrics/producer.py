@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kafkaio.metrics.registry import MetricsRegistry
-from kafkaio.metrics.sensor import Sensor, Stat
+from kafkaio.metrics.sensor import Sensor, Stat, latency_stats
 
 PRODUCER_GROUP = "producer-metrics"
 TOPIC_GROUP = "producer-topic-metrics"
@@ -63,12 +63,7 @@ class ProducerMetrics:
         )
         self.request_latency = r.sensor(
             PRODUCER_GROUP,
-            {
-                "request-latency-avg": Stat.AVG,
-                "request-latency-max": Stat.MAX,
-                "request-rate": Stat.COUNT_RATE,
-                "request-total": Stat.COUNT,
-            },
+            latency_stats("request"),
             description="Produce request round trips (ms)",
         )
         self.topic_send = r.sensor_family(

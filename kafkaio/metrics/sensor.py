@@ -25,6 +25,21 @@ class Stat(enum.Enum):
         return self is Stat.TOTAL or self is Stat.COUNT
 
 
+def event_stats(name: str) -> dict[str, Stat]:
+    """``{name}-rate`` and ``{name}-total``: how often an event happens, and how often it did."""
+    return {f"{name}-rate": Stat.COUNT_RATE, f"{name}-total": Stat.COUNT}
+
+
+def latency_stats(name: str) -> dict[str, Stat]:
+    """The Java client's request-latency quartet: ``{name}-latency-avg``/``-max`` of the
+    recorded milliseconds, plus ``{name}-rate``/``-total`` of the requests."""
+    return {
+        f"{name}-latency-avg": Stat.AVG,
+        f"{name}-latency-max": Stat.MAX,
+        **event_stats(name),
+    }
+
+
 class Sensor:
     """Records values at times (ms) and reads them as stats over a sliding time window.
 
