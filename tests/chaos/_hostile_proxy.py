@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import struct
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -18,6 +17,7 @@ import anyio.abc
 
 from kafkaio.protocol import messages as m
 from kafkaio.protocol.frames import decode_response, response_header_flexible
+from tests.unit.net._fake_broker import LoopbackServer
 
 MODES = ("garbage", "huge", "negative", "wrong_cid", "slowloris", "blackhole")
 
@@ -31,19 +31,13 @@ async def _read_frame(stream: anyio.abc.ByteStream, buffer: bytearray) -> bytes:
     return frame
 
 
-class HostileProxy:
+class HostileProxy(LoopbackServer):
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        super().__init__()
         self.upstream = (upstream_host, upstream_port)
         self.mode = "pass"
-        self.port = 0
         self.hostile_frames = 0
         self._rnd = random.Random(7)
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._listener: anyio.abc.Listener[Any] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     def _rewrite(self, api_key: int, version: int, frame: bytes) -> bytes:
         if api_key not in (3, 10):
@@ -136,26 +130,6 @@ class HostileProxy:
         finally:
             await anyio.aclose_forcefully(upstream)
             await anyio.aclose_forcefully(client)
-
-    async def __aenter__(self) -> HostileProxy:
-        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._listener.serve, self._serve)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(exc_type, exc, tb)
-        if self._listener is not None:
-            await self._listener.aclose()
 
 
 __all__ = ["MODES", "HostileProxy", "m"]

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from types import TracebackType
 from typing import Any
 
 import anyio
 import anyio.abc
 
 from kafkaio.protocol import messages as m
-from tests.unit.net._fake_broker import FakeClient, api_versions_response
+from tests.unit.net._fake_broker import FakeClient, LoopbackServer, api_versions_response
 
 TOPIC = "t"
 PARTITIONS = 2
@@ -91,20 +90,14 @@ def _coordinator(port: int, version: int, keys: list[str]) -> Any:
     )
 
 
-class SilentBroker:
+class SilentBroker(LoopbackServer):
     """A loopback listener; see the module docstring. ``dropped`` counts ignored requests."""
 
     def __init__(self, *, answer_discovery: bool = True) -> None:
+        super().__init__()
         self.answer_discovery = answer_discovery
-        self.port = 0
         self.accepted = 0
         self.dropped: list[int] = []  # api keys of the requests left unanswered
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._listener: anyio.abc.Listener[Any] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     async def _serve(self, stream: anyio.abc.SocketStream) -> None:
         self.accepted += 1
@@ -134,26 +127,6 @@ class SilentBroker:
             pass
         finally:
             await anyio.aclose_forcefully(stream)
-
-    async def __aenter__(self) -> SilentBroker:
-        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._listener.serve, self._serve)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(exc_type, exc, tb)
-        if self._listener is not None:
-            await self._listener.aclose()
 
 
 def open_sockets() -> set[str]:

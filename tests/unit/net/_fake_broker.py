@@ -10,7 +10,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -18,6 +18,9 @@ import anyio.abc
 from kafkaio.protocol import messages as m
 from kafkaio.protocol._codec import _r_uvarint
 from kafkaio.protocol.frames import is_flexible
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11+; only an annotation here
 
 DEFAULT_APIS: dict[int, tuple[int, int]] = {
     0: (0, 11),  # Produce
@@ -148,14 +151,12 @@ def topics(response: Any) -> list[str]:
 Handler = Callable[[FakeClient], Awaitable[None]]
 
 
-class FakeBroker:
-    """Listens on 127.0.0.1:<free port>; runs ``handler`` for every accepted connection."""
+class LoopbackServer:
+    """Listens on 127.0.0.1:<free port> while entered (``async with``); subclasses serve each
+    accepted connection in ``_serve``."""
 
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
+    def __init__(self) -> None:
         self.port = 0
-        self.accepted = 0
-        self.errors: list[BaseException] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._listener: anyio.abc.Listener[Any] | None = None
 
@@ -168,18 +169,9 @@ class FakeBroker:
         return f"127.0.0.1:{self.port}"
 
     async def _serve(self, stream: anyio.abc.SocketStream) -> None:
-        self.accepted += 1
-        client = FakeClient(stream)
-        try:
-            await self.handler(client)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the client went away: normal in these tests
-        except Exception as exc:  # surfaced by the test through .errors
-            self.errors.append(exc)
-        finally:
-            await anyio.aclose_forcefully(stream)
+        raise NotImplementedError
 
-    async def __aenter__(self) -> FakeBroker:
+    async def __aenter__(self) -> Self:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
         self._listener = listener
         self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
@@ -199,6 +191,28 @@ class FakeBroker:
         await self._tg.__aexit__(exc_type, exc, tb)
         if self._listener is not None:
             await self._listener.aclose()
+
+
+class FakeBroker(LoopbackServer):
+    """Runs ``handler`` for every accepted connection."""
+
+    def __init__(self, handler: Handler) -> None:
+        super().__init__()
+        self.handler = handler
+        self.accepted = 0
+        self.errors: list[BaseException] = []
+
+    async def _serve(self, stream: anyio.abc.SocketStream) -> None:
+        self.accepted += 1
+        client = FakeClient(stream)
+        try:
+            await self.handler(client)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the client went away: normal in these tests
+        except Exception as exc:  # surfaced by the test through .errors
+            self.errors.append(exc)
+        finally:
+            await anyio.aclose_forcefully(stream)
 
 
 def free_port() -> int:
