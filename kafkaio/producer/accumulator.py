@@ -11,9 +11,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
+from kafkaio.producer.compression_ratio import ESTIMATION_MARGIN, CompressionRatios
 from kafkaio.producer.future import DeliveryFuture
 from kafkaio.producer.memory import MemoryBudget
 from kafkaio.records import BatchBuilder, Compression
+from kafkaio.records.batch import HEADER_SIZE, iter_batches
 from kafkaio.records.builder import Headers
 
 # ProduceRequest bytes besides the batches: header, acks, timeout, topic and partition entries.
@@ -63,8 +65,13 @@ class RecordAccumulator:
         clock: Callable[[], float] | None = None,
         transactional: bool = False,
         keep_futures: bool = False,
+        max_request_size: int = 1024 * 1024,
     ) -> None:
         self.batch_size = batch_size
+        # compressed batches fill up to batch_size bytes compressed (estimated, as Java's)
+        self.ratios = CompressionRatios(
+            compression, batch_size, max_request_size - REQUEST_OVERHEAD - PER_PARTITION_OVERHEAD
+        )
         # Batches list their records' futures only when asked (for acknowledgement
         # interceptors): a future refers to its batch, and a batch referring back would make a
         # reference cycle that keeps completed batches alive until the cyclic GC runs.
@@ -112,20 +119,21 @@ class RecordAccumulator:
                     if self.keep_futures:
                         batch.futures.append(fut)
                     batch.reserved_bytes += reserved
-                    full = batch.builder.size_in_bytes() >= self.batch_size
+                    full = batch.builder.size_in_bytes() >= batch.limit
                     if full:
-                        batch.closed = True
+                        self.close(batch)
                     return AppendResult(fut, batch, size, False, full)
-                batch.closed = True
+                self.close(batch)
         if now is None:
             assert self._clock is not None, "pass now, or a clock to the constructor"
             now = self._clock()
+        limit = self.ratios.batch_limit(tp.topic)
         builder = BatchBuilder(
             compression=self.compression,
-            batch_size=self.batch_size,
+            batch_size=limit,
             is_transactional=self.transactional,
         )
-        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout_ms)
+        batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout_ms, limit)
         size = builder.append(timestamp, key, value, headers)
         assert size is not None  # the first record always fits
         fut = DeliveryFuture(batch, 0, timestamp, key_size, value_size)
@@ -134,9 +142,9 @@ class RecordAccumulator:
         batch.reserved_bytes = reserved
         dq.append(batch)
         self._incomplete[batch] = None
-        full = builder.size_in_bytes() >= self.batch_size
+        full = builder.size_in_bytes() >= limit
         if full:
-            batch.closed = True
+            self.close(batch)
         return AppendResult(fut, batch, size, True, full or len(dq) > 1)
 
     def try_append(
@@ -169,9 +177,26 @@ class RecordAccumulator:
         if self.keep_futures:
             batch.futures.append(fut)
         batch.reserved_bytes += reserved
-        if builder.size_in_bytes() >= self.batch_size:
-            batch.closed = True
+        if builder.size_in_bytes() >= batch.limit:
+            self.close(batch)
         return fut
+
+    def close(self, batch: ProducerBatch) -> None:
+        """``batch`` takes no more records. A compressed one is encoded now, and how well it
+        compressed sizes the topic's next batches at once (not only once it is sent: an
+        application running ahead of the network queues many batches before that)."""
+        batch.closed = True
+        if self.ratios.compressed:
+            self.observe(batch)
+
+    def observe(self, batch: ProducerBatch) -> None:
+        """Learn from ``batch``'s compression ratio (once per batch, before its first send)."""
+        if batch.observed or batch.attempts or batch.parent is not None:
+            return
+        batch.observed = True
+        header = HEADER_SIZE
+        encoded = len(batch.payload())
+        self.ratios.observe(batch.tp.topic, batch.size_in_bytes() - header, encoded - header)
 
     # -- sender side ---------------------------------------------------------------------
 
@@ -241,7 +266,7 @@ class RecordAccumulator:
             batch = dq[0]
             if batch.attempts and batch.retry_at_ms > now:
                 continue
-            batch_size = batch.size_in_bytes() + PER_PARTITION_OVERHEAD
+            batch_size = self._encoded_size(batch) + PER_PARTITION_OVERHEAD
             if out and size + batch_size > max_request_size:
                 self._drain_index[node] = (start + i) % count
                 return out
@@ -253,6 +278,55 @@ class RecordAccumulator:
             size += batch_size
         self._drain_index[node] = (start + 1) % count
         return out
+
+    def _encoded_size(self, batch: ProducerBatch) -> int:
+        """About the bytes ``batch`` takes in a request (compressed, by the estimate)."""
+        size = batch.size_in_bytes()
+        ratios = self.ratios
+        if not ratios.compressed:
+            return size
+        estimate = ratios.estimate(batch.tp.topic) * ESTIMATION_MARGIN
+        return HEADER_SIZE + int((size - HEADER_SIZE) * min(1.0, estimate))
+
+    def split(self, batch: ProducerBatch, now: float) -> list[ProducerBatch]:
+        """Split a drained batch the broker rejected as too large into batches of at most
+        ``batch_size`` uncompressed bytes each, queued at the front of its partition in its
+        place (with its sequence numbers, if it had them). The topic's compression estimate
+        starts over. ``batch`` completes when all its parts have (see ProducerBatch.parts);
+        it keeps its reserved memory until then. Needs at least two records."""
+        payload = batch.payload()
+        uncompressed = batch.size_in_bytes()
+        self.ratios.reset(batch.tp.topic, len(payload) / max(1, uncompressed))
+        records = [r for b in iter_batches(payload) for r in b]
+        assert len(records) > 1, "a batch of one record cannot be split"
+        parts: list[tuple[int, ProducerBatch]] = []
+        builder: BatchBuilder | None = None
+        for index, record in enumerate(records):
+            if builder is None or (
+                builder.append(record.timestamp, record.key, record.value, record.headers)
+                is None
+            ):
+                builder = BatchBuilder(
+                    compression=self.compression,
+                    batch_size=self.batch_size,
+                    is_transactional=self.transactional,
+                )
+                builder.append(record.timestamp, record.key, record.value, record.headers)
+                part = ProducerBatch(
+                    batch.tp, builder, batch.created_ms, batch.deadline_ms, self.batch_size
+                )
+                part.closed = True
+                part.parent = batch
+                parts.append((index, part))
+        sequence = batch.base_sequence
+        for _, part in parts:
+            if sequence != NO_SEQUENCE:
+                part.set_producer_state(batch.producer_id, batch.producer_epoch, sequence)
+                sequence = (sequence + part.record_count) % (1 << 31)
+        batch.parts = parts
+        for _, part in reversed(parts):
+            self.reenqueue(part, now)
+        return [part for _, part in parts]
 
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: float) -> None:
         """Put a batch back to be retried at ``retry_at_ms``, before newer batches.

@@ -50,12 +50,23 @@ class ProducerBatch:
         "_payload",
         "_event",
         "_record_count",
+        "limit",
+        "observed",
+        "parent",
+        "parts",
     )
 
     def __init__(
-        self, tp: TopicPartition, builder: BatchBuilder, now: float, deadline: float
+        self,
+        tp: TopicPartition,
+        builder: BatchBuilder,
+        now: float,
+        deadline: float,
+        limit: int = 16384,
     ) -> None:
         self.tp = tp
+        self.limit = limit  # uncompressed bytes at which the batch is full
+        self.observed = False  # its compression ratio went into the topic's estimate
         self.builder = builder
         self.created_ms = now
         self.deadline_ms = deadline
@@ -77,6 +88,11 @@ class ProducerBatch:
         self._payload: bytes | None = None
         self._event: anyio.Event | None = None
         self._record_count = -1  # set when done (the builder is dropped then)
+        # A batch the broker found too large is split (see RecordAccumulator.split): its
+        # records go on in `parts` (first record index, part), each part knows its `parent`,
+        # and the batch completes once every part has.
+        self.parent: ProducerBatch | None = None
+        self.parts: list[tuple[int, ProducerBatch]] | None = None
 
     @property
     def record_count(self) -> int:
@@ -122,6 +138,29 @@ class ProducerBatch:
         if self.done:
             return False
         self.error = error
+        self._finish()
+        return True
+
+    def locate(self, index: int) -> tuple[ProducerBatch, int]:
+        """The batch that carried record ``index`` of this one, and its index there (itself
+        unless the batch was split)."""
+        batch = self
+        while batch.parts is not None:
+            for start, part in reversed(batch.parts):
+                if index >= start:
+                    batch, index = part, index - start
+                    break
+        return batch, index
+
+    def part_done(self) -> bool:
+        """One of this split batch's parts completed: complete the batch too once all have
+        (failed with the first part's error, if any failed). True if it completed now."""
+        parts = self.parts
+        if self.done or parts is None or not all(part.done for _, part in parts):
+            return False
+        self.error = next((p.error for _, p in parts if p.error is not None), None)
+        self.base_offset = parts[0][1].base_offset
+        self.log_append_time = parts[0][1].log_append_time
         self._finish()
         return True
 

@@ -80,13 +80,14 @@ class _OpenBatch:
     share; dropped when the producer closes or its network task ends.
     """
 
-    __slots__ = ("cluster", "batch", "builder", "sticky")
+    __slots__ = ("cluster", "batch", "builder", "sticky", "limit")
 
     def __init__(self, cluster: ClusterMetadata, batch: ProducerBatch, sticky: StickyState):
         self.cluster = cluster
         self.batch = batch
         self.builder = batch.builder
         self.sticky = sticky
+        self.limit = batch.limit  # the batch's size, and the sticky partition's share
 
 
 @dataclass(slots=True)
@@ -175,6 +176,7 @@ class Producer:
             clock=now_ms,
             transactional=config.transactional_id is not None,
             keep_futures=any(hasattr(i, "on_acknowledgement") for i in config.interceptors),
+            max_request_size=config.max_request_size,
         )
         self._idempotence = IdempotenceManager(
             enabled=config.idempotence_wanted,
@@ -220,7 +222,6 @@ class Producer:
         self._fast_topics: dict[str, _FastTopic] = {}
         self._open_batches: dict[str, _OpenBatch] = {}  # keyless fast path, per topic
         self._keep_futures = self._accumulator.keep_futures
-        self._batch_size = config.batch_size
         self._max_record_size = min(config.max_request_size, config.buffer_memory)
         self._yield_next = False  # a batch filled up: give the network task a turn
         self._state = _State.NEW
@@ -420,10 +421,10 @@ class Producer:
                             memory.used += size
                             sticky = slot.sticky
                             sticky.produced_bytes += record_size
-                            if sticky.produced_bytes >= self._batch_size:
+                            if sticky.produced_bytes >= slot.limit:
                                 self._switch_sticky(topic, slot)
-                            if builder.size_in_bytes() >= self._batch_size:
-                                batch.closed = True
+                            if builder.size_in_bytes() >= slot.limit:
+                                self._accumulator.close(batch)
                                 self._batch_full(batch.tp)
                             return future
             elif self._fast_ok and type(key) is bytes:
@@ -565,7 +566,7 @@ class Producer:
         )
         if key_bytes is None and self._custom_partitioner is None:
             partitioner = self._partitioner
-            partitioner.on_append(topic, None, partition, result.size)
+            partitioner.on_append(topic, None, partition, result.size, result.batch.limit)
             sticky = partitioner.sticky_state(topic)
             if sticky is not None and sticky.partition < 0:
                 # it had its share: pick the next partition now, from this metadata (as the

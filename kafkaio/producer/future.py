@@ -64,6 +64,8 @@ class DeliveryFuture:
         batch = self._batch
         if not batch.done:
             raise KafkaError("the record is not delivered yet: await the future first")
+        if batch.parts is not None:  # split: the part that carried this record tells
+            return batch.locate(self._index)[0].error
         return batch.error
 
     def result(self) -> RecordMetadata:
@@ -71,9 +73,12 @@ class DeliveryFuture:
         batch = self._batch
         if not batch.done:
             raise KafkaError("the record is not delivered yet: await the future first")
+        index = self._index
+        if batch.parts is not None:  # split: the part that carried this record tells
+            batch, index = batch.locate(index)
         if batch.error is not None:
             raise batch.error
-        offset = batch.base_offset + self._index if batch.base_offset >= 0 else -1
+        offset = batch.base_offset + index if batch.base_offset >= 0 else -1
         timestamp = batch.log_append_time if batch.log_append_time >= 0 else self._timestamp
         return RecordMetadata(
             batch.tp.topic,

@@ -60,10 +60,14 @@ class DefaultPartitioner:
             sticky.partition = self._choose(partitions, available, None)
         return sticky.partition
 
-    def on_append(self, topic: str, key: bytes | None, partition: int, size: int) -> None:
+    def on_append(
+        self, topic: str, key: bytes | None, partition: int, size: int, share: int | None = None
+    ) -> None:
         """Count ``size`` bytes appended to ``partition``; may switch the sticky partition.
 
-        The next partition is picked at the next ``partition`` call, so pass the lists there.
+        ``share``: the bytes after which to switch (default ``batch_size``; the producer
+        passes its batch limit, larger for compressed topics). The next partition is picked
+        at the next ``partition`` call, so pass the lists there.
         """
         if key is not None:
             return
@@ -71,7 +75,7 @@ class DefaultPartitioner:
         if sticky is None or sticky.partition != partition:
             return
         sticky.produced_bytes += size
-        if sticky.produced_bytes >= self.batch_size:
+        if sticky.produced_bytes >= (self.batch_size if share is None else share):
             sticky.produced_bytes = 0
             sticky.partition = -1 - sticky.partition  # marks "switch away from" it
 

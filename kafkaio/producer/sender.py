@@ -16,6 +16,7 @@ from kafkaio.errors import (
     InvalidProducerEpochError,
     KafkaError,
     KafkaTimeoutError,
+    MessageTooLargeError,
     OutOfOrderSequenceNumberError,
     ProducerFencedError,
     UnknownProducerIdError,
@@ -178,13 +179,16 @@ class Sender:
         self, node: int, batches: list[ProducerBatch], now: float
     ) -> UnsentRequest:
         topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+        acc = self._acc
+        compressed = acc.ratios.compressed
         for batch in batches:
             batch.in_flight = True
             self._tp_in_flight.setdefault(batch.tp, []).append(batch)
+            if compressed:
+                acc.observe(batch)  # if not yet (e.g. its linger ended before it filled up)
+            records = batch.payload()
             topics.setdefault(batch.tp.topic, []).append(
-                ProduceRequest.PartitionProduceData(
-                    index=batch.tp.partition, records=batch.payload()
-                )
+                ProduceRequest.PartitionProduceData(index=batch.tp.partition, records=records)
             )
         if self._recorder is not None:
             self._recorder.request_sent(
@@ -284,6 +288,19 @@ class Sender:
     def _on_error(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
         if batch.done:
             return
+        if isinstance(error, MessageTooLargeError) and batch.record_count > 1:
+            # the compression estimate let the batch grow too large: send it in parts
+            parts = self._acc.split(batch, now)
+            log.warning(
+                "the broker rejected %d records for %s as too large (%d bytes encoded); "
+                "sending them as %d batches of at most batch_size (%d) bytes",
+                batch.record_count,
+                batch.tp,
+                len(batch.payload()),
+                len(parts),
+                self._acc.batch_size,
+            )
+            return
         idem = self.idempotence
         if self.transactions is not None:
             if isinstance(
@@ -349,10 +366,13 @@ class Sender:
     def _done(self, batch: ProducerBatch, now: float) -> None:
         """A batch just completed (delivered or failed for good)."""
         self._acc.deallocate(batch)
-        if self._recorder is not None:
+        if self._recorder is not None and batch.parts is None:  # parts were counted
             self._recorder.batch_done(batch, now)
         if self._on_batch_done is not None:
             self._on_batch_done(batch)
+        parent = batch.parent
+        if parent is not None and parent.part_done():
+            self._done(parent, now)
 
     def _fail(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
         idem = self.idempotence

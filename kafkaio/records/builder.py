@@ -55,6 +55,7 @@ class BatchBuilder:
         "_attributes",
         "_batch_size",
         "_buf",
+        "_compressed",
         "_count",
         "_first_timestamp",
         "_max_timestamp",
@@ -95,6 +96,7 @@ class BatchBuilder:
         self.base_sequence = base_sequence
         self._batch_size = batch_size
         self._buf = bytearray(HEADER_SIZE)  # header is written by build()
+        self._compressed: bytes | None = None  # the compressed records of the last build()
         self._count = 0
         self._first_timestamp = 0
         self._max_timestamp = 0
@@ -165,6 +167,7 @@ class BatchBuilder:
             return None
         buf += length
         buf += body
+        self._compressed = None
         if count:
             if timestamp_ms > self._max_timestamp:
                 self._max_timestamp = timestamp_ms
@@ -190,13 +193,20 @@ class BatchBuilder:
         return size
 
     def build(self, base_offset: int = 0) -> bytes:
-        """Encode the batch: header, (compressed) records and CRC-32C."""
+        """Encode the batch: header, (compressed) records and CRC-32C.
+
+        The compressed records are kept until the next ``append``: building again (e.g. with
+        new producer state) only rewrites the header and the CRC.
+        """
         count = self._count
         if not count:
             raise KafkaError("cannot build an empty record batch: append a record first")
         if self._attributes & CODEC_MASK:
-            with memoryview(self._buf) as view:
-                payload = compress(self._attributes & CODEC_MASK, view[HEADER_SIZE:])
+            payload = self._compressed
+            if payload is None:
+                with memoryview(self._buf) as view:
+                    payload = compress(self._attributes & CODEC_MASK, view[HEADER_SIZE:])
+                self._compressed = payload
             out = bytearray(HEADER_SIZE)
             out += payload
         else:

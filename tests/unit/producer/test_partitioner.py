@@ -71,3 +71,16 @@ def test_uniform_over_time() -> None:
         p.on_append("t", None, partition, 10)
     assert set(counts) == set(ALL)
     assert min(counts.values()) > 4000 / 4 * 0.5
+
+
+def test_a_larger_share_keeps_the_sticky_partition_longer() -> None:
+    """The producer passes its batch limit: larger than batch_size for records that compress
+    well, so a compressed batch fills up before the partition switches."""
+    p = DefaultPartitioner(batch_size=100, rng=Rng(0.3, 0.0))
+    first = p.partition("t", None, ALL, ALL)
+    for _ in range(9):
+        p.on_append("t", None, first, 30, share=300)  # 270 bytes: stays
+    assert p.sticky_partition("t") == first
+    p.on_append("t", None, first, 30, share=300)  # 300 >= 300: switch
+    assert p.sticky_partition("t") is None
+    assert p.partition("t", None, ALL, ALL) != first

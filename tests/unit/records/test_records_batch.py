@@ -121,6 +121,30 @@ def test_set_producer_state_before_build() -> None:
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (5, 2, 40)
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_building_again_reuses_the_compressed_records(codec: str) -> None:
+    """A rebuild with new producer state (a sequence assigned at send time) or after more
+    appends gives the same bytes as a fresh builder would."""
+
+    def fresh(count: int, state: tuple[int, int, int]) -> bytes:
+        b = BatchBuilder(compression=codec)
+        for i in range(count):
+            b.append(100 + i, b"k%d" % i, b"value %d " % i * 20)
+        b.set_producer_state(*state)
+        return b.build()
+
+    builder = BatchBuilder(compression=codec)
+    for i in range(10):
+        builder.append(100 + i, b"k%d" % i, b"value %d " % i * 20)
+    assert builder.build() == fresh(10, (-1, -1, -1))
+    builder.set_producer_state(7, 1, 300)
+    again = builder.build()
+    assert again == fresh(10, (7, 1, 300))
+    assert [r.value for r in only_batch(again)] == [b"value %d " % i * 20 for i in range(10)]
+    builder.append(110, b"k10", b"value 10 " * 20)  # appending drops the kept records
+    assert builder.build() == fresh(11, (7, 1, 300))
+
+
 def test_log_append_time_uses_max_timestamp() -> None:
     builder = BatchBuilder(timestamp_type=1)
     builder.append(10, b"a", b"1")
