@@ -29,6 +29,8 @@ from tests.unit.fuzz._harness import (
 )
 from tests.unit.protocol.strategies import instance
 
+m.load_all()  # message modules load lazily: not while allocations are being measured
+
 CASES = response_cases()
 API_KEYS = sorted({key for key, _cls, _v in CASES})
 MESSAGES_PER_VERSION = 3
