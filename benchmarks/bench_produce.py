@@ -1,5 +1,6 @@
-"""Produce throughput: kafkaio, aiokafka, confluent-kafka (sync and aio) and kafka-python,
-each run in a fresh child process against the same broker (a fresh embedded Tansu per run).
+"""Produce throughput: kafkaio, aiokafka, confluent-kafka (sync and aio), kafka-python and
+the broker ceiling (pre-built batches, see ceiling.py), each in a fresh child process
+against the same broker (a fresh embedded Tansu per run).
 
 Run ``python -m benchmarks.bench_produce [-n N] [--runs R] [--quick]``; prints a markdown
 table (msg/s, MB/s, client CPU µs/record incl. librdkafka's threads, peak RSS of the child).
@@ -22,6 +23,7 @@ CLIENTS = (
     clients.CONFLUENT,
     clients.CONFLUENT_AIO,
     clients.KAFKA_PYTHON,
+    clients.CEILING,  # the broker's limit at these settings: see ceiling.py
 )
 
 

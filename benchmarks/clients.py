@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.ceiling import measure_ceiling
 from benchmarks.common import (
     GROUP_HEARTBEAT_MS,
     GROUP_SESSION_TIMEOUT_MS,
@@ -22,7 +23,7 @@ from benchmarks.common import (
     unstamp,
 )
 from benchmarks.isolate import Meter, Metrics
-from benchmarks.report import note
+from benchmarks.report import CEILING, note
 
 KAFKAIO = "kafkaio"
 KAFKAIO_ITER = "kafkaio (async for)"
@@ -30,6 +31,7 @@ AIOKAFKA = "aiokafka"
 CONFLUENT = "confluent-kafka (sync)"
 CONFLUENT_AIO = "confluent-kafka (aio)"
 KAFKA_PYTHON = "kafka-python"
+# CEILING ("broker ceiling", from report): produce only, pre-built batches, see ceiling.py
 
 # modules each client imports: loaded in the child before the clock starts
 _IMPORTS = {
@@ -39,6 +41,7 @@ _IMPORTS = {
     CONFLUENT: ("confluent_kafka",),
     CONFLUENT_AIO: ("confluent_kafka.aio",),
     KAFKA_PYTHON: ("kafka",),
+    CEILING: ("kafkaio.admin", "kafkaio.net", "kafkaio.protocol.messages", "kafkaio.records"),
 }
 
 
@@ -217,8 +220,10 @@ PRODUCERS: dict[str, Callable[[str, str, bytes, ProduceSpec], None]] = {
 
 def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) -> Metrics:
     """Child: `client` produces spec.records values and waits for every ack (wall time
-    includes client start and the final flush)."""
+    includes client start and the final flush). The broker ceiling times its sends only."""
     _prepare(client)
+    if client == CEILING:
+        return measure_ceiling(bootstrap, topic, spec)
     value = payload(spec.size)
     with Meter() as meter:
         PRODUCERS[client](bootstrap, topic, value, spec)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
+CEILING = "broker ceiling"  # produce pseudo-client: on the chart a line per case, not a bar
 NOTES: set[str] = set()  # what could not be measured, and why; printed after the tables
 
 
@@ -180,16 +181,19 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
     suites = [s for s in ("produce", "consume") if any(r.suite == s for r in rows)]
     if not suites:
         return False
-    every_client = list(dict.fromkeys(r.client for r in rows if r.suite in suites))
+    every_client = list(
+        dict.fromkeys(r.client for r in rows if r.suite in suites and r.client != CEILING)
+    )
     palette = plt.get_cmap("tab10")
     colors = {client: palette(i % 10) for i, client in enumerate(every_client)}
     fig, axes = plt.subplots(len(suites), 1, figsize=(11, 3.6 * len(suites)), squeeze=False)
     for ax, suite in zip(axes[:, 0], suites, strict=True):
         suite_rows = [r for r in rows if r.suite == suite]
         cases = list(dict.fromkeys(r.case for r in suite_rows))
-        clients = list(dict.fromkeys(r.client for r in suite_rows))
+        clients = list(dict.fromkeys(r.client for r in suite_rows if r.client != CEILING))
         base = {r.case: r.metrics["msg_per_s"] for r in suite_rows if r.client == BASELINE}
         width = 0.8 / max(len(clients), 1)
+        highest = 2.0  # of the bars (and the dashed 2x line)
         for i, client in enumerate(clients):
             values = []
             for case in cases:
@@ -198,6 +202,8 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
                 values.append(row.metrics["msg_per_s"] / theirs if row and theirs else 0.0)
             positions = [c + i * width for c in range(len(cases))]
             ax.bar(positions, values, width, label=client, color=colors[client])
+            highest = max(highest, *values)
+        _ceiling_marks(ax, suite_rows, cases, base, width, len(clients), 1.4 * highest)
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(2.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks([c + width * (len(clients) - 1) / 2 for c in range(len(cases))])
@@ -209,6 +215,44 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _ceiling_marks(
+    ax: Any,
+    rows: Sequence[Row],
+    cases: list[str],
+    base: dict[str, float],
+    width: float,
+    bars: int,
+    top: float,
+) -> None:
+    """The broker ceiling of each case: a black line across the case's bars at its msg/s
+    relative to the baseline, labelled with that ratio. A ceiling far above every bar is
+    drawn at `top` (the axis ends there) so the bars stay readable."""
+    label: str | None = CEILING
+    clipped = False
+    for c, case in enumerate(cases):
+        row = next((r for r in rows if r.case == case and r.client == CEILING), None)
+        theirs = base.get(case)
+        if row is None or not theirs:
+            continue
+        level = row.metrics["msg_per_s"] / theirs
+        drawn = min(level, top)
+        clipped = clipped or level > top
+        left = c - width / 2  # bar i of a case is centred at c + i * width
+        ax.hlines(drawn, left, left + bars * width, colors="black", linewidth=2, label=label)
+        ax.annotate(
+            f"{level:.1f}x" + (" (off scale)" if level > top else ""),
+            (left + bars * width, drawn),
+            xytext=(2, 2),
+            textcoords="offset points",
+            fontsize=7,
+            ha="right",
+            va="bottom",
+        )
+        label = None  # one legend entry
+    if clipped:
+        ax.set_ylim(0, top * 1.08)
 
 
 def write_report(rows: Iterable[Row], out_dir: Path, env: dict[str, Any]) -> list[Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_produce, clients
+from benchmarks import bench_produce, ceiling, clients
 from benchmarks.bench_rebalance import PARTITIONS, Timeline
 
 
@@ -30,9 +30,33 @@ def test_one_produce_cell_measures_every_client_in_its_own_process() -> None:
     expected = clients.available(bench_produce.CLIENTS)
     assert [r.client for r in rows] == list(expected)
     assert clients.KAFKAIO in expected and clients.KAFKA_PYTHON in expected
+    assert clients.CEILING in expected  # the broker ceiling row of every case
     for row in rows:
         assert row.case == "100 B, none, acks=1"
         assert row.metrics["records"] == 2000
         assert row.metrics["msg_per_s"] > 0
         assert row.metrics["cpu_us_per_msg"] > 0
         assert 10 < row.metrics["peak_rss_mib"] < 2000  # a whole Python process, in MiB
+
+
+@pytest.mark.parametrize(("size", "codec", "records"), [(100, "none", 1000), (1024, "lz4", 40)])
+def test_ceiling_plan_fills_batches_by_uncompressed_bytes(
+    size: int, codec: str, records: int
+) -> None:
+    from kafkaio.records import iter_batches
+
+    spec = clients.ProduceSpec(size, codec, "1", records)
+    plan = ceiling.plan(spec)
+    batch = next(iter(iter_batches(plan.full_batch)))
+    values = [r.value for r in batch]
+    assert len(values) == plan.per_batch and len(set(values)) == 1
+    assert len(values[0] or b"") == size
+    assert batch.producer_id == -1  # plain batches: the broker checks no sequence
+    # full by uncompressed bytes: a 61-byte header and 7-12 bytes of overhead per record
+    # (varints), and one more record would not fit, however small the batch compresses to
+    assert 61 + plan.per_batch * (size + 7) <= spec.batch_size
+    assert spec.batch_size < 61 + (plan.per_batch + 1) * (size + 12)
+    assert plan.full * plan.per_batch + plan.rest == records
+    if plan.rest:
+        assert plan.rest_batch is not None
+        assert next(iter(iter_batches(plan.rest_batch))).record_count == plan.rest
