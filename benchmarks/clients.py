@@ -33,10 +33,12 @@ CONFLUENT_AIO = "confluent-kafka (aio)"
 KAFKA_PYTHON = "kafka-python"
 # CEILING ("broker ceiling", from report): produce only, pre-built batches, see ceiling.py
 
-# modules each client imports: loaded in the child before the clock starts
+# modules each client imports: loaded in the child before the clock starts (kafkaio loads
+# its modules on first use, so its clients list what they use; see also _prepare)
+_KAFKAIO_MODULES = ("kafkaio", "kafkaio.producer", "kafkaio.consumer", "kafkaio.admin")
 _IMPORTS = {
-    KAFKAIO: ("kafkaio", "kafkaio.producer"),
-    KAFKAIO_ITER: ("kafkaio",),
+    KAFKAIO: _KAFKAIO_MODULES,
+    KAFKAIO_ITER: _KAFKAIO_MODULES,
     AIOKAFKA: ("aiokafka",),
     CONFLUENT: ("confluent_kafka",),
     CONFLUENT_AIO: ("confluent_kafka.aio",),
@@ -62,6 +64,12 @@ def available(names: tuple[str, ...]) -> tuple[str, ...]:
 def _prepare(client: str) -> None:
     for module in _IMPORTS[client]:
         importlib.import_module(module)
+    if "kafkaio" in _IMPORTS[client]:
+        # the protocol message modules load on first use too: as every peer does at import
+        # time, load them all before the clock starts
+        from kafkaio.protocol import messages
+
+        messages.load_all()
 
 
 # -- produce throughput -------------------------------------------------------------------
