@@ -178,12 +178,3 @@ def test_a_failing_part_fails_only_its_own_records() -> None:
     assert futures[-1].result().offset >= 100
     assert h.memory.used == 0
 
-
-def test_a_single_record_too_large_fails() -> None:
-    h = Harness({"t": [1]}, compression_type="lz4")
-    future = h.append("t", 0)
-    (request,) = produce_requests(h.poll(0))
-    answer(request, 1, errors={T0: MessageTooLargeError.code})
-    with pytest.raises(MessageTooLargeError):
-        future.result()
-    assert h.memory.used == 0

@@ -124,6 +124,7 @@ def test_connection_errors_are_retried() -> None:
 
 
 def test_non_retriable_error_fails_at_once() -> None:
+    # MESSAGE_TOO_LARGE for a batch of one record: nothing to split (test_compression_ratio)
     h = Harness()
     future = h.append("t", 0)
     (request,) = produce_requests(h.poll(0))
