@@ -207,7 +207,7 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(2.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks([c + width * (len(clients) - 1) / 2 for c in range(len(cases))])
-        ax.set_xticklabels(cases, fontsize=8)
+        ax.set_xticklabels(cases, fontsize=8, rotation=12, ha="right")
         ax.set_ylabel(f"msg/s vs {BASELINE}")
         ax.set_title(f"{suite} (msg/s relative to {BASELINE}; dashed: 2x)")
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
