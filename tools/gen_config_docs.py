@@ -218,7 +218,9 @@ PRODUCER: dict[str, OptionDoc] = {
     ),
     "batch_size": OptionDoc(
         "Target size of one partition's record batch in bytes (a single larger record gets "
-        "a batch of its own).",
+        "a batch of its own). With compression, the estimated *compressed* size, as in Java: "
+        "well-compressing records travel many more per batch (at most `max_request_size` "
+        "uncompressed); see [the producer guide](../producer.md#compressed-batches).",
         "`batch.size`",
         "`max_batch_size`",
     ),
