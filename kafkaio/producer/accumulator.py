@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
-from kafkaio.producer.compression_ratio import ESTIMATION_MARGIN, CompressionRatios
+from kafkaio.producer.compression_ratio import CompressionRatios
 from kafkaio.producer.future import DeliveryFuture
 from kafkaio.producer.memory import MemoryBudget
 from kafkaio.records import BatchBuilder, Compression
@@ -186,12 +186,16 @@ class RecordAccumulator:
         compressed sizes the topic's next batches at once (not only once it is sent: an
         application running ahead of the network queues many batches before that)."""
         batch.closed = True
-        if self.ratios.compressed:
-            self.observe(batch)
+        self.observe(batch)
 
     def observe(self, batch: ProducerBatch) -> None:
-        """Learn from ``batch``'s compression ratio (once per batch, before its first send)."""
-        if batch.observed or batch.attempts or batch.parent is not None:
+        """Learn from a compressed ``batch``'s ratio (once per batch, before its first send)."""
+        if (
+            not self.ratios.compressed
+            or batch.observed
+            or batch.attempts
+            or batch.parent is not None
+        ):
             return
         batch.observed = True
         header = HEADER_SIZE
@@ -266,7 +270,8 @@ class RecordAccumulator:
             batch = dq[0]
             if batch.attempts and batch.retry_at_ms > now:
                 continue
-            batch_size = self._encoded_size(batch) + PER_PARTITION_OVERHEAD
+            encoded = self.ratios.encoded_size(batch.tp.topic, batch.size_in_bytes())
+            batch_size = encoded + PER_PARTITION_OVERHEAD
             if out and size + batch_size > max_request_size:
                 self._drain_index[node] = (start + i) % count
                 return out
@@ -278,15 +283,6 @@ class RecordAccumulator:
             size += batch_size
         self._drain_index[node] = (start + 1) % count
         return out
-
-    def _encoded_size(self, batch: ProducerBatch) -> int:
-        """About the bytes ``batch`` takes in a request (compressed, by the estimate)."""
-        size = batch.size_in_bytes()
-        ratios = self.ratios
-        if not ratios.compressed:
-            return size
-        estimate = ratios.estimate(batch.tp.topic) * ESTIMATION_MARGIN
-        return HEADER_SIZE + int((size - HEADER_SIZE) * min(1.0, estimate))
 
     def split(self, batch: ProducerBatch, now: float) -> list[ProducerBatch]:
         """Split a drained batch the broker rejected as too large into batches of at most

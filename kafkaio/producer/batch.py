@@ -159,9 +159,7 @@ class ProducerBatch:
         if self.done or parts is None or not all(part.done for _, part in parts):
             return False
         self.error = next((p.error for _, p in parts if p.error is not None), None)
-        self.base_offset = parts[0][1].base_offset
-        self.log_append_time = parts[0][1].log_append_time
-        self._finish()
+        self._finish()  # its records' offsets are their parts' (see locate)
         return True
 
     def _finish(self) -> None:

@@ -51,6 +51,14 @@ class CompressionRatios:
         limit = HEADER_SIZE + int((self.batch_size - HEADER_SIZE) / ratio)
         return min(limit, self.max_batch_bytes)
 
+    def encoded_size(self, topic: str, size: int) -> int:
+        """About the bytes a batch of ``size`` uncompressed bytes (header included) of
+        ``topic`` takes once compressed, by the estimate (never more than ``size``)."""
+        if not self.compressed:
+            return size
+        ratio = min(1.0, self._ratios.get(topic, INITIAL_RATIO) * ESTIMATION_MARGIN)
+        return HEADER_SIZE + int((size - HEADER_SIZE) * ratio)
+
     def observe(self, topic: str, uncompressed: int, compressed: int) -> None:
         """A batch of ``topic`` was encoded: ``uncompressed`` and ``compressed`` bytes of
         records (without the batch header). Moves the estimate towards what was seen."""

@@ -180,12 +180,10 @@ class Sender:
     ) -> UnsentRequest:
         topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         acc = self._acc
-        compressed = acc.ratios.compressed
         for batch in batches:
             batch.in_flight = True
             self._tp_in_flight.setdefault(batch.tp, []).append(batch)
-            if compressed:
-                acc.observe(batch)  # if not yet (e.g. its linger ended before it filled up)
+            acc.observe(batch)  # if not yet (e.g. its linger ended before it filled up)
             records = batch.payload()
             topics.setdefault(batch.tp.topic, []).append(
                 ProduceRequest.PartitionProduceData(index=batch.tp.partition, records=records)

@@ -27,6 +27,7 @@ def test_uncompressed_batches_are_batch_size() -> None:
     ratios = CompressionRatios(Compression.NONE, 16384, 1 << 20)
     ratios.observe("t", 16000, 100)  # ignored: nothing is compressed
     assert ratios.batch_limit("t") == 16384
+    assert ratios.encoded_size("t", 16000) == 16000
 
 
 def test_the_estimate_improves_slowly_and_deteriorates_at_once() -> None:
@@ -41,6 +42,9 @@ def test_the_estimate_improves_slowly_and_deteriorates_at_once() -> None:
     assert ratios.estimate("t") == pytest.approx(0.1)  # never below what was seen
     limit = ratios.batch_limit("t")
     assert limit == HEADER_SIZE + int((16384 - HEADER_SIZE) / (0.1 * ESTIMATION_MARGIN))
+    # a request counts such a batch at about batch_size, its estimated compressed size
+    assert 16384 * 0.99 <= ratios.encoded_size("t", limit) <= 16384
+    assert ratios.encoded_size("other", 5000) == 5000  # no gain estimated: never more
     ratios.observe("t", 10_000, 1_200)  # worse than estimated: up by at least the step
     assert ratios.estimate("t") == pytest.approx(0.1 + DETERIORATING_STEP)
     ratios.observe("t", 10_000, 9_000)  # much worse: straight to what was seen
