@@ -22,14 +22,7 @@ from benchmarks.report import NOTES, Row, median_row, suite_table
 VALUE_SIZE = 100
 PARTITIONS = 4
 COMPRESSIONS = ("none", "lz4", "zstd")
-CLIENTS = (
-    clients.KAFKAIO,
-    clients.KAFKAIO_ITER,
-    clients.AIOKAFKA,
-    clients.CONFLUENT,
-    clients.CONFLUENT_AIO,
-    clients.KAFKA_PYTHON,
-)
+CLIENTS = (clients.KAFKAIO, clients.KAFKAIO_ITER, *clients.PEERS[1:])
 
 
 def suite(

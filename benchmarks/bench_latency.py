@@ -31,13 +31,7 @@ TANSU_FETCH_NOTE = (
     "every client), so on Tansu the end-to-end case uses fetch_max_wait_ms="
     f"{TANSU_FETCH_WAIT_MS} for every client"
 )
-CLIENTS = (
-    clients.KAFKAIO,
-    clients.AIOKAFKA,
-    clients.CONFLUENT,
-    clients.CONFLUENT_AIO,
-    clients.KAFKA_PYTHON,
-)
+CLIENTS = clients.PEERS
 CONFLUENT_AIO_BUFFER = (
     "confluent-kafka's AIOProducer buffers produce() calls and hands them to librdkafka in "
     "batches of 1,000 or after buffer_timeout (1 s by default), which its latency shows"

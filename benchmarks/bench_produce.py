@@ -17,14 +17,7 @@ from benchmarks.common import BenchBroker
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
-CLIENTS = (
-    clients.KAFKAIO,
-    clients.AIOKAFKA,
-    clients.CONFLUENT,
-    clients.CONFLUENT_AIO,
-    clients.KAFKA_PYTHON,
-    clients.CEILING,  # the broker's limit at these settings: see ceiling.py
-)
+CLIENTS = (*clients.PEERS, clients.CEILING)  # the broker's limit: see ceiling.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ AIOKAFKA = "aiokafka"
 CONFLUENT = "confluent-kafka (sync)"
 CONFLUENT_AIO = "confluent-kafka (aio)"
 KAFKA_PYTHON = "kafka-python"
+PEERS = (KAFKAIO, AIOKAFKA, CONFLUENT, CONFLUENT_AIO, KAFKA_PYTHON)  # kafkaio first
 # CEILING ("broker ceiling", from report): produce only, pre-built batches, see ceiling.py
 
 # modules each client imports: loaded in the child before the clock starts (kafkaio loads
