@@ -37,6 +37,7 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ("aiokafka, range (eager)", clients.AIOKAFKA, "range"),
     ("confluent-kafka, range (eager)", clients.CONFLUENT, "range"),
     ("confluent-kafka, cooperative-sticky", clients.CONFLUENT, "cooperative-sticky"),
+    ("confluent-kafka (aio), range (eager)", clients.CONFLUENT_AIO, "range"),
     ("kafka-python, range (eager)", clients.KAFKA_PYTHON, "range"),
 )
 QUICK_CASES = (CASES[0], CASES[2])  # kafkaio and aiokafka, eager

@@ -746,21 +746,23 @@ async def _member_aiokafka(
         await consumer.stop()
 
 
+def _confluent_member_conf(bootstrap: str, group: str, strategy: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "latest",
+        "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": GROUP_HEARTBEAT_MS,
+        "partition.assignment.strategy": strategy,
+    }
+
+
 def _member_confluent(
     bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
 ) -> None:
     from confluent_kafka import Consumer
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "latest",
-            "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": GROUP_HEARTBEAT_MS,
-            "partition.assignment.strategy": strategy,
-        }
-    )
+    consumer = Consumer(_confluent_member_conf(bootstrap, group, strategy))
     consumer.subscribe([topic])
     try:
         while not stop.is_set():  # poll, not consume(): that waits for a full batch
@@ -769,6 +771,22 @@ def _member_confluent(
                 seen(message.partition() or 0, 1, time.perf_counter())
     finally:
         consumer.close()
+
+
+async def _member_confluent_aio(
+    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+) -> None:
+    from confluent_kafka.aio import AIOConsumer
+
+    consumer = AIOConsumer(_confluent_member_conf(bootstrap, group, strategy))
+    await consumer.subscribe([topic])
+    try:
+        while not stop.is_set():  # poll, not consume(): that waits for a full batch
+            message = await consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                seen(message.partition() or 0, 1, time.perf_counter())
+    finally:
+        await consumer.close()
 
 
 def _member_kafka_python(
@@ -803,6 +821,7 @@ MEMBERS: dict[str, tuple[Callable[..., Any], bool]] = {
     KAFKAIO: (_member_kafkaio, True),
     AIOKAFKA: (_member_aiokafka, True),
     CONFLUENT: (_member_confluent, False),
+    CONFLUENT_AIO: (_member_confluent_aio, True),
     KAFKA_PYTHON: (_member_kafka_python, False),
 }
 

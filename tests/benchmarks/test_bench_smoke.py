@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import bench_produce, ceiling, clients
-from benchmarks.bench_rebalance import PARTITIONS, Timeline
+from benchmarks.bench_rebalance import CASES, PARTITIONS, Timeline
 
 
 def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
@@ -21,6 +21,12 @@ def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
     assert timeline.partition_gap(0.5, 3.0) == pytest.approx(1.8)  # 0.2 -> 2.0
     assert timeline.flowing({"B"}, 1.9)
     assert not timeline.flowing({"A", "B"}, 1.9)
+
+
+def test_every_client_of_the_api_is_a_rebalance_member() -> None:
+    # the issue asks for rebalance pauses of every client, confluent-kafka's asyncio API too
+    assert set(clients.PEERS) <= set(clients.MEMBERS)
+    assert {client for _, client, _ in CASES} == set(clients.PEERS)
 
 
 @pytest.mark.integration
