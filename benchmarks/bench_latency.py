@@ -63,6 +63,7 @@ def suite(
                     SIZE,
                     WARM_UP,
                     wait,
+                    broker.pid,
                 )
                 for prefix, case in cases.items():
                     kept = {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)}

@@ -19,6 +19,7 @@ from benchmarks.common import (
     GROUP_SESSION_TIMEOUT_MS,
     latency_summary,
     payload,
+    process_cpu_seconds,
     stamped,
     unstamp,
 )
@@ -682,14 +683,28 @@ def measure_latency(
     size: int,
     skip: int,
     fetch_wait_ms: int,
+    broker_pid: int | None = None,
 ) -> Metrics:
     """Child: one producer and one consumer of `client` (one partition, linger 0, acks=1);
     the producer sends stamped records at `rate`/s for `seconds`, the consumer (long-poll
-    `fetch_wait_ms`) notes when each arrives. The first `skip` records are left out."""
+    `fetch_wait_ms`) notes when each arrives. The first `skip` records are left out. Also
+    the CPU this process and the broker process (`broker_pid`, when embedded) used, in %
+    of one core over the run."""
     _prepare(client)
     rec = LatencyRecorder(payload(size), int(rate * seconds) + skip + 1)
+    broker_cpu = process_cpu_seconds(broker_pid)
+    wall, cpu = time.perf_counter(), time.process_time()
     LATENCY[client](bootstrap, topic, rec, rate, fetch_wait_ms)
-    return rec.summary(skip + 1)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    out = rec.summary(skip + 1)
+    # the CPU both sides used while it ran: on a 2-core machine they share the cores
+    usage = {"client_cpu_pct": 100 * cpu / wall}
+    broker_end = process_cpu_seconds(broker_pid)
+    if broker_cpu is not None and broker_end is not None:
+        usage["broker_cpu_pct"] = 100 * (broker_end - broker_cpu) / wall
+    for prefix in ("ack_", "e2e_"):
+        out.update({prefix + key: value for key, value in usage.items()})
+    return out
 
 
 # -- group members (rebalance) ---------------------------------------------------------

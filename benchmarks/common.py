@@ -5,6 +5,7 @@ payloads with an embedded send timestamp, filling a topic, and latency percentil
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
 import uuid
@@ -41,6 +42,11 @@ class BenchBroker:
         if self._tansu is None:
             raise RuntimeError("BenchBroker is not started: use it as a context manager")
         return self._tansu.bootstrap
+
+    @property
+    def pid(self) -> int | None:
+        """The embedded broker's process id (None for an external cluster)."""
+        return None if self._tansu is None else self._tansu.pid
 
     def fresh(self) -> None:
         """An empty broker for the next run (embedded Tansu only)."""
@@ -115,6 +121,19 @@ def unstamp(value: bytes) -> tuple[int, int]:
     """(send time in perf_counter ns, sequence number) of a `stamped` value."""
     sent, seq = _STAMP.unpack_from(value)
     return sent, seq
+
+
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process `pid` so far, all its threads (Linux /proc);
+    None without a pid or where /proc cannot tell."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 # -- filling a topic -----------------------------------------------------------------------

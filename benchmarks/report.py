@@ -102,6 +102,8 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("p999_ms", "p99.9 ms", ",.2f"),
         ("max_ms", "max ms", ",.2f"),
         ("samples", "samples", ",.0f"),
+        ("client_cpu_pct", "client CPU %", ".0f"),
+        ("broker_cpu_pct", "broker CPU %", ".0f"),
     ],
     "rebalance": [
         ("steady_gap_ms", "steady: longest partition gap ms", ",.0f"),
