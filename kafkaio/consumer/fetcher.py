@@ -8,6 +8,7 @@ Requests carry leader epochs (KIP-320); a diverging epoch in a response truncate
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections.abc import Callable
@@ -17,6 +18,13 @@ from typing import Any
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.consumer.config import ConsumerConfig
 from kafkaio.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from kafkaio.consumer.fetch_session import (
+    FETCH_SESSION_TOPIC_ID_ERROR,
+    SESSION_ERRORS,
+    FetchSession,
+    SessionPartition,
+    SessionPlan,
+)
 from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
 from kafkaio.consumer.validation import complete_validation
 from kafkaio.errors import (
@@ -31,6 +39,8 @@ from kafkaio.metadata.manager import MetadataManager
 from kafkaio.protocol.messages import FetchRequest, FetchResponse
 from kafkaio.runtime.requests import PollResult, UnsentRequest
 
+log = logging.getLogger("kafkaio.consumer")
+
 _NO_ID = uuid.UUID(int=0)
 LAST_NAME_ONLY_FETCH_VERSION = 12  # v13+ identifies topics by id only
 
@@ -38,19 +48,23 @@ LAST_NAME_ONLY_FETCH_VERSION = 12  # v13+ identifies topics by id only
 @dataclass(slots=True)
 class _InFlightFetch:
     """What was asked of one node: fetch offset and last fetched epoch (-1: unknown) per
-    partition, and topic names by id."""
+    partition (every partition of the fetch session, listed in the request or not), topic
+    names by id, and the session's part in it."""
 
     offsets: dict[TopicPartition, int]
     names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     last_epochs: dict[TopicPartition, int] = field(default_factory=dict)
+    session: SessionPlan | None = None
 
 
 class FetchManager:
     """Builds Fetch requests for fetchable partitions and handles their responses.
 
-    Sessionless full fetches (session_id 0, epoch -1): every request lists every partition
-    it wants. Prefetch: while the application works through a partition's buffered data,
-    the next chunk (from where the buffered data ends) is fetched, as long as the partition
+    Fetch sessions (KIP-227, see fetch_session.py): one per node; after a full request
+    creates it, requests list only the partitions whose fetch changed and responses only the
+    partitions with news. A broker without sessions gets full requests.
+
+    Prefetch: while the application works through a partition's buffered data, the next chunk (from where the buffered data ends) is fetched, as long as the partition
     holds less than ``prefetch_bytes`` (default: max_partition_fetch_bytes) and the whole
     buffer less than the buffer cap; memory stays bounded by those two settings.
     Errors travel to the application through `report_error` (the background-event queue).
@@ -97,6 +111,7 @@ class FetchManager:
             config.retry_backoff_ms, config.retry_backoff_max_ms, **kwargs
         )
         self._in_flight: dict[int, _InFlightFetch] = {}
+        self._sessions: dict[int, FetchSession] = {}
         self._node_failures: dict[int, int] = {}
         self._node_retry_at: dict[int, float] = {}
         self._partition_retry_at: dict[TopicPartition, float] = {}
@@ -201,8 +216,9 @@ class FetchManager:
     ) -> UnsentRequest:
         cluster = self._metadata.cluster
         cfg = self._config
-        topics: dict[str, FetchRequest.FetchTopic] = {}
         context = _InFlightFetch({})
+        wanted: dict[TopicPartition, SessionPartition] = {}
+        ids: dict[str, uuid.UUID] = {}
         use_ids = True
         for tp, start in partitions:
             position = self._subscriptions.position(tp)
@@ -212,42 +228,31 @@ class FetchManager:
                 last_epoch = position.offset_epoch
             else:  # a prefetch: after the buffered data
                 last_epoch = self._buffer.next_offset_epoch(tp)
-            topic = topics.get(tp.topic)
-            if topic is None:
-                topic_id = cluster.topic_id(tp.topic) or _NO_ID
+            topic_id = ids.get(tp.topic)
+            if topic_id is None:
+                topic_id = ids[tp.topic] = cluster.topic_id(tp.topic) or _NO_ID
                 if topic_id == _NO_ID:
                     use_ids = False
                 else:
                     context.names_by_id[topic_id] = tp.topic
-                topic = topics[tp.topic] = FetchRequest.FetchTopic(
-                    topic=tp.topic, topic_id=topic_id
-                )
             epoch = position.leader_epoch
             if epoch is None:
                 epoch = cluster.leader_epoch(tp)
             sent_epoch = -1 if last_epoch is None else last_epoch
-            topic.partitions.append(
-                FetchRequest.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=-1 if epoch is None else epoch,
-                    fetch_offset=start,
-                    last_fetched_epoch=sent_epoch,
-                    partition_max_bytes=cfg.max_partition_fetch_bytes,
-                )
+            wanted[tp] = SessionPartition(
+                topic_id=topic_id,
+                fetch_offset=start,
+                current_leader_epoch=-1 if epoch is None else epoch,
+                last_fetched_epoch=sent_epoch,
+                max_bytes=cfg.max_partition_fetch_bytes,
             )
             context.offsets[tp] = start
             context.last_epochs[tp] = sent_epoch
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=cfg.fetch_max_wait_ms,
-            min_bytes=cfg.fetch_min_bytes,
-            max_bytes=cfg.fetch_max_bytes,
-            isolation_level=cfg.isolation,
-            session_id=0,
-            session_epoch=-1,  # sessionless full fetch (KIP-227 sessions: not yet)
-            topics=list(topics.values()),
-            rack_id=cfg.client_rack or "",
-        )
+        session = self._sessions.get(node)
+        if session is None:
+            session = self._sessions[node] = FetchSession()
+        plan = context.session = session.plan(wanted, use_ids)
+        request = self._request(plan)
         self._in_flight[node] = context
 
         def handler(now: float, response: Any, error: BaseException | None) -> None:
@@ -262,6 +267,48 @@ class FetchManager:
             max_version=None if use_ids else LAST_NAME_ONLY_FETCH_VERSION,
         )
 
+    def _request(self, plan: SessionPlan) -> FetchRequest:
+        """The Fetch request of `plan`: its partitions to send and to forget."""
+        wanted = plan.wanted
+        topics: dict[str, FetchRequest.FetchTopic] = {}
+        for tp in plan.send:
+            part = wanted[tp]
+            topic = topics.get(tp.topic)
+            if topic is None:
+                topic = topics[tp.topic] = FetchRequest.FetchTopic(
+                    topic=tp.topic, topic_id=part.topic_id
+                )
+            topic.partitions.append(
+                FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=part.current_leader_epoch,
+                    fetch_offset=part.fetch_offset,
+                    last_fetched_epoch=part.last_fetched_epoch,
+                    partition_max_bytes=part.max_bytes,
+                )
+            )
+        forgotten: dict[tuple[str, uuid.UUID], FetchRequest.ForgottenTopic] = {}
+        for tp, topic_id in plan.forget:
+            gone = forgotten.get((tp.topic, topic_id))
+            if gone is None:
+                gone = forgotten[tp.topic, topic_id] = FetchRequest.ForgottenTopic(
+                    topic=tp.topic, topic_id=topic_id
+                )
+            gone.partitions.append(tp.partition)
+        cfg = self._config
+        return FetchRequest(
+            replica_id=-1,
+            max_wait_ms=cfg.fetch_max_wait_ms,
+            min_bytes=cfg.fetch_min_bytes,
+            max_bytes=cfg.fetch_max_bytes,
+            isolation_level=cfg.isolation,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=list(topics.values()),
+            forgotten_topics_data=list(forgotten.values()),
+            rack_id=cfg.client_rack or "",
+        )
+
     # -- responses ------------------------------------------------------------------------
 
     def _on_complete(
@@ -274,10 +321,31 @@ class FetchManager:
     ) -> None:
         if self._in_flight.get(node) is context:
             del self._in_flight[node]
+        session = self._sessions.get(node)
+        plan = context.session
         if error is None:
             assert isinstance(response, FetchResponse)
-            if response.error_code:
-                error = error_for_code(response.error_code)(None, node=node)
+            code = response.error_code
+            if session is not None and plan is not None:
+                before = session.session_id
+                session.on_response(plan, code, response.session_id)
+                if session.session_id != before or code in SESSION_ERRORS:
+                    log.debug(
+                        "node %d: fetch session %d -> %d (error code %d)",
+                        node,
+                        before,
+                        session.session_id,
+                        code,
+                    )
+            if code in SESSION_ERRORS:
+                # the session is lost or out of step: the next request (full) starts anew
+                if code == FETCH_SESSION_TOPIC_ID_ERROR:
+                    self._metadata.request_update()
+                return
+            if code:
+                error = error_for_code(code)(None, node=node)
+        elif session is not None:
+            session.on_failure()
         if error is not None:
             for tp in context.offsets:  # back to the leader for what this replica served
                 self._clear_read_replica(tp, node)

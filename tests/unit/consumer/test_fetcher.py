@@ -51,7 +51,7 @@ def test_one_request_per_leader_with_positions_and_limits() -> None:
     assert _requested(by_node[2]) == {1: 20}
     request: m.FetchRequest = by_node[1].request
     assert (request.max_wait_ms, request.min_bytes, request.isolation_level) == (250, 7, 0)
-    assert request.session_epoch == -1 and request.session_id == 0
+    assert request.session_epoch == 0 and request.session_id == 0  # full: may open a session
     topic = request.topics[0]
     assert topic.topic == TOPIC and topic.topic_id == TOPIC_ID
     assert all(p.partition_max_bytes == 4096 for p in topic.partitions)

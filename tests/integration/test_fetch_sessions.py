@@ -1,0 +1,90 @@
+"""Fetch sessions (KIP-227) against real brokers: the consumer asks every broker for one; a
+broker that keeps them gets incremental requests and the consumer still reads every record
+once and in order. Tansu 0.6 and librdkafka's mock cluster keep no sessions (they answer
+session id 0), so there the test skips; Apache Kafka (testcontainers or an external cluster)
+runs it. The session state machine itself is tested against a simulated broker in
+tests/unit/consumer/test_fetch_session.py."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import pytest
+
+from kafkaio import Consumer, Producer, TopicPartition
+from kafkaio.net import Connection, ConnectionConfig
+from kafkaio.protocol import messages as m
+from kafkaio.testing import BrokerInfo
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+RECORDS = 3000
+
+
+async def _session_id_of_a_full_fetch(broker: BrokerInfo, topic: str) -> int:
+    """The session id a broker answers to a full Fetch that asks for a session (epoch 0)."""
+    host, port = broker.bootstrap.split(",")[0].rsplit(":", 1)
+    conn = await Connection.connect(host, int(port), ConnectionConfig())
+    try:
+        version = min(conn.version_for(m.FetchRequest), 12)  # by topic name
+        if version < 7:
+            return 0  # sessions need Fetch v7
+        request = m.FetchRequest(
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            session_id=0,
+            session_epoch=0,
+            topics=[
+                m.FetchRequest.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        m.FetchRequest.FetchPartition(
+                            partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await conn.send(request, version=version)
+        return int(response.session_id)
+    finally:
+        await conn.close()
+
+
+async def test_consumer_reads_through_fetch_sessions(
+    kafka_broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await kafka_broker.create_topic(unique_topic, PARTITIONS)
+    if await _session_id_of_a_full_fetch(kafka_broker, unique_topic) == 0:
+        pytest.skip(
+            f"broker {kafka_broker.name!r} keeps no fetch sessions (KIP-227): it answers a "
+            "full Fetch with epoch 0 with session id 0, so every request stays full"
+        )
+    sent: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    async with Producer(kafka_broker.bootstrap, linger_ms=5) as producer:
+        for i in range(RECORDS):
+            value = f"value-{i:06d}".encode()
+            sent[i % PARTITIONS].append(value)
+            await producer.enqueue(unique_topic, value, partition=i % PARTITIONS)
+        await producer.flush()
+    caplog.set_level(logging.DEBUG, logger="kafkaio.consumer")
+    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    async with Consumer(
+        bootstrap_servers=kafka_broker.bootstrap,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4 * 1024,  # many fetches per partition
+    ) as consumer:
+        consumer.assign([TopicPartition(unique_topic, p) for p in range(PARTITIONS)])
+        with anyio.fail_after(60):
+            while sum(len(v) for v in got.values()) < RECORDS:
+                for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                    got[tp.partition].extend(r.value for r in records)
+        extra = await consumer.getmany(timeout_ms=300)
+    assert got == sent and not extra  # every record once, in order per partition
+    opened = [r for r in caplog.records if "fetch session 0 ->" in r.getMessage()]
+    assert opened, "the consumer opened no fetch session"
+    # sessions last: at most one per leader node (<= one per partition), not one per request
+    assert len(opened) <= PARTITIONS
