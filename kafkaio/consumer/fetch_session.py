@@ -79,18 +79,19 @@ class FetchSession:
         self.uses_ids = True
 
     def plan(self, wanted: dict[TopicPartition, SessionPartition], uses_ids: bool) -> SessionPlan:
-        if uses_ids != self.uses_ids:
-            # a session keys its topics by name or by id, for good: start a new one
+        session = self.partitions
+        if uses_ids != self.uses_ids or any(
+            tp in session and session[tp].topic_id != part.topic_id for tp, part in wanted.items()
+        ):
+            # a session keys its topics by name or by id, for good; and a topic re-created
+            # under a new id cannot be swapped within one below Fetch v13 (forgetting goes
+            # by name there, and would drop the new one too): start a new session
             self._restart()
         if self.epoch == INITIAL_EPOCH:
             return SessionPlan(self.session_id, self.epoch, list(wanted), [], wanted, uses_ids)
         session = self.partitions
         send = [tp for tp, part in wanted.items() if session.get(tp) != part]
         forget = [(tp, part.topic_id) for tp, part in session.items() if tp not in wanted]
-        for tp in send:
-            old = session.get(tp)
-            if old is not None and old.topic_id != wanted[tp].topic_id:
-                forget.append((tp, old.topic_id))  # the topic was re-created under a new id
         return SessionPlan(self.session_id, self.epoch, send, forget, wanted, uses_ids)
 
     def on_response(self, plan: SessionPlan, error_code: int, session_id: int) -> bool:
