@@ -7,7 +7,8 @@ session id. Later requests are incremental (epoch 1, 2, ...): they list only the
 that are new or whose fetch state changed (offset, epochs, limit) and those to forget, and
 their responses list only the partitions with something to say (records, an error, new
 watermarks). Any doubt (an error, a session error from the broker, a switch between topic
-names and topic ids) falls back to a full request, which also closes the old session.
+names and topic ids, a topic re-created under a new id) falls back to a full request, which
+also closes the old session.
 
 A broker that does not keep sessions answers a full request with session id 0 (so do Tansu
 0.6 and librdkafka's mock cluster): every request then stays full, which is what a

@@ -64,9 +64,10 @@ class FetchManager:
     creates it, requests list only the partitions whose fetch changed and responses only the
     partitions with news. A broker without sessions gets full requests.
 
-    Prefetch: while the application works through a partition's buffered data, the next chunk (from where the buffered data ends) is fetched, as long as the partition
-    holds less than ``prefetch_bytes`` (default: max_partition_fetch_bytes) and the whole
-    buffer less than the buffer cap; memory stays bounded by those two settings.
+    Prefetch: while the application works through a partition's buffered data, the next
+    chunk (from where the buffered data ends) is fetched, as long as the partition holds
+    less than ``prefetch_bytes`` (default: max_partition_fetch_bytes) and the whole buffer
+    less than the buffer cap; memory stays bounded by those two settings.
     Errors travel to the application through `report_error` (the background-event queue).
 
     Leader epochs (KIP-320, as Java's AbstractFetch): each partition is sent with
@@ -321,22 +322,22 @@ class FetchManager:
     ) -> None:
         if self._in_flight.get(node) is context:
             del self._in_flight[node]
-        session = self._sessions.get(node)
+        session = self._sessions[node]  # made by _build, with context.session
         plan = context.session
+        assert plan is not None
         if error is None:
             assert isinstance(response, FetchResponse)
             code = response.error_code
-            if session is not None and plan is not None:
-                before = session.session_id
-                session.on_response(plan, code, response.session_id)
-                if session.session_id != before or code in SESSION_ERRORS:
-                    log.debug(
-                        "node %d: fetch session %d -> %d (error code %d)",
-                        node,
-                        before,
-                        session.session_id,
-                        code,
-                    )
+            before = session.session_id
+            session.on_response(plan, code, response.session_id)
+            if session.session_id != before or code in SESSION_ERRORS:
+                log.debug(
+                    "node %d: fetch session %d -> %d (error code %d)",
+                    node,
+                    before,
+                    session.session_id,
+                    code,
+                )
             if code in SESSION_ERRORS:
                 # the session is lost or out of step: the next request (full) starts anew
                 if code == FETCH_SESSION_TOPIC_ID_ERROR:
@@ -344,7 +345,7 @@ class FetchManager:
                 return
             if code:
                 error = error_for_code(code)(None, node=node)
-        elif session is not None:
+        else:
             session.on_failure()
         if error is not None:
             for tp in context.offsets:  # back to the leader for what this replica served
