@@ -548,7 +548,10 @@ class Producer:
         memory = self._memory
         if not memory.try_reserve(size):
             assert self._driver is not None
-            self._driver.wakeup()  # while we wait, every batch counts as ready
+            if not self._sender.requests_in_flight:
+                # while we wait, every batch counts as ready (with requests in flight, the
+                # handling of their responses polls the sender anyway, as Java's producer)
+                self._driver.wakeup()
             await memory.reserve(size, config.max_block_ms)
             try:
                 self._check_open()
@@ -574,7 +577,10 @@ class Producer:
                 partitioner.partition(topic, None, partitions, available)
             if self._fast_ok and not partition_given:
                 self._open_fast_path(topic, partition, version, result.batch)
-        if result.new_batch:  # the network task must learn when its linger ends
+        if result.new_batch and not self._sender.has_in_flight(tp):
+            # the network task must learn when its linger ends (not while a batch of the
+            # partition is in flight: this one cannot go before that one's response, whose
+            # handling polls the sender)
             assert self._driver is not None
             self._driver.wakeup()
         if result.batch_full:

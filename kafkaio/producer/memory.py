@@ -1,15 +1,24 @@
 """Memory accounting for backpressure: records reserve bytes until their batch completes.
 
-``try_reserve``/``release`` are plain arithmetic; ``reserve`` waits on an anyio Event (never polls).
+``try_reserve``/``release`` are plain arithmetic; ``reserve`` waits (never polls) on a loop
+future and timer on asyncio (an application blocked on a full buffer waits once per batch
+the brokers acknowledge, so the wait is on the producer's hot path), on an anyio Event
+elsewhere (trio).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import anyio
 
 from kafkaio.errors import KafkaTimeoutError
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class MemoryBudget:
@@ -25,7 +34,8 @@ class MemoryBudget:
         self.limit = limit
         self.used = 0
         self.waiters = 0
-        self._released: anyio.Event | None = None  # made by the first waiter
+        self._futures: list[asyncio.Future[None]] = []  # asyncio waiters
+        self._released: anyio.Event | None = None  # other backends: made by the first waiter
 
     @property
     def available(self) -> int:
@@ -40,7 +50,13 @@ class MemoryBudget:
 
     def release(self, size: int) -> None:
         self.used -= size
-        if self.waiters and self._released is not None:
+        if not self.waiters:
+            return
+        if self._futures:
+            futures, self._futures = self._futures, []
+            for future in futures:
+                _release(future)
+        if self._released is not None:
             event, self._released = self._released, anyio.Event()
             event.set()
 
@@ -48,16 +64,17 @@ class MemoryBudget:
         """Reserve ``size`` bytes, waiting up to ``timeout_ms`` for them to be released."""
         if self.try_reserve(size):
             return
-        if self._released is None:
-            self._released = anyio.Event()
         self.waiters += 1
         try:
-            with anyio.move_on_after(timeout_ms / 1000.0) as scope:
-                while self.used + size > self.limit:
-                    await self._released.wait()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not asyncio
+                fits = await self._wait_anyio(size, timeout_ms)
+            else:
+                fits = await self._wait_asyncio(loop, size, timeout_ms)
         finally:
             self.waiters -= 1
-        if scope.cancelled_caught:
+        if not fits:
             raise KafkaTimeoutError(
                 f"no room for a {size}-byte record in buffer_memory ({self.limit} bytes, "
                 f"{self.used} in use) within max_block_ms ({timeout_ms:g} ms): the brokers "
@@ -65,3 +82,30 @@ class MemoryBudget:
                 "max_block_ms"
             )
         self.used += size
+
+    async def _wait_asyncio(
+        self, loop: asyncio.AbstractEventLoop, size: int, timeout_ms: float
+    ) -> bool:
+        """Wait until ``size`` bytes fit; False if ``timeout_ms`` passed first."""
+        deadline = loop.time() + timeout_ms / 1000.0
+        while self.used + size > self.limit:
+            if loop.time() >= deadline:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._futures.append(waiter)
+            timer = None if math.isinf(deadline) else loop.call_at(deadline, _release, waiter)
+            try:
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        return True
+
+    async def _wait_anyio(self, size: int, timeout_ms: float) -> bool:
+        if self._released is None:
+            self._released = anyio.Event()
+        with anyio.move_on_after(timeout_ms / 1000.0):
+            while self.used + size > self.limit:
+                await self._released.wait()
+            return True
+        return False

@@ -229,8 +229,9 @@ async def test_keyed_records_take_their_partition() -> None:
 async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
     key: bytes | None,
 ) -> None:
-    """While a batch of the partition is in flight, a newly full batch waits for that
-    response (whose handling polls the sender): no wake-up, no yield to the loop."""
+    """While a batch of the partition is in flight, a newly full or newly opened batch
+    waits for that response (whose handling polls the sender): no wake-up, no yield to the
+    loop."""
     producer = running_producer()
     driver = producer._driver
     assert isinstance(driver, FakeDriver)
@@ -243,8 +244,8 @@ async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
         await producer.enqueue(TOPIC, value, key)
     full = [b for b in queued(producer)[tp] if b.closed]
     assert full, "the records should have filled a batch"
-    new_batches = len(queued(producer)[tp]) - 1
-    assert driver.wakeups - before == new_batches  # only new batches' linger wake-ups
+    assert len(queued(producer)[tp]) > 2  # new batches were opened, none woke the driver
+    assert driver.wakeups == before
     assert not producer._yield_next
     del producer._sender._tp_in_flight[tp]  # its response came: the next full batch wakes
     for _ in range(6):  # a 1 KiB batch holds at most 3 of these records
@@ -252,3 +253,26 @@ async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
         if producer._yield_next:
             break
     assert producer._yield_next
+
+
+async def test_a_record_waiting_for_memory_wakes_the_network_task_only_if_nothing_is_in_flight() -> (
+    None
+):
+    """A record that must wait for buffer memory makes every batch ready, so the network
+    task is woken; not while a request is in flight: its response's handling polls the
+    sender anyway (as Java's producer does)."""
+    producer = running_producer(max_block_ms=10)
+    driver = producer._driver
+    assert isinstance(driver, FakeDriver)
+    memory = producer._memory
+    memory.used = memory.limit  # the buffer is full
+    producer._sender._requests_in_flight = 1
+    before = driver.wakeups
+    with pytest.raises(KafkaTimeoutError, match="buffer_memory"):
+        await producer.enqueue(TOPIC, b"v" * 100)
+    assert driver.wakeups == before
+    producer._sender._requests_in_flight = 0
+    with pytest.raises(KafkaTimeoutError, match="buffer_memory"):
+        await producer.enqueue(TOPIC, b"v" * 100)
+    assert driver.wakeups == before + 1
+    assert memory.used == memory.limit and memory.waiters == 0
