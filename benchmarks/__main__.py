@@ -1,10 +1,11 @@
 """Run every benchmark: ``python -m benchmarks [--quick] [--out DIR] [--only SUITE]
-[--docs-chart PATH] [--bootstrap HOST:PORT]`` (``make bench``).
+[--docs-chart PATH] [--broker mock | --bootstrap HOST:PORT]`` (``make bench``).
 
 Prints each suite's table and writes results.json, results.md and results.png (when
 matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` copies the
-chart. Every client runs against the same broker (an embedded Tansu unless ``--bootstrap``
-or $KAFKAIO_BENCH_BOOTSTRAP names an external cluster), with the same N and settings.
+chart. Every client runs against the same broker (an embedded Tansu; ``--broker mock``:
+librdkafka's mock cluster; ``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external
+cluster), with the same N and settings.
 About 17 minutes on a shared 2-core machine; ``--quick`` under 2.
 """
 
@@ -25,7 +26,7 @@ from benchmarks import (
     bench_rebalance,
     bench_records,
 )
-from benchmarks.common import BOOTSTRAP_ENV
+from benchmarks.common import BOOTSTRAP_ENV, MOCK
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
 SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory")
@@ -98,7 +99,21 @@ def main(argv: list[str] | None = None) -> None:
         default=os.environ.get(BOOTSTRAP_ENV) or None,
         help=f"an external cluster instead of the embedded Tansu (or ${BOOTSTRAP_ENV})",
     )
+    parser.add_argument(
+        "--broker",
+        choices=("tansu", MOCK),
+        default=None,
+        help="the embedded broker: tansu (the default) or librdkafka's mock cluster, whose "
+        "brokers do little work per request",
+    )
     args = parser.parse_args(argv)
+    if args.broker is not None:
+        if args.bootstrap:
+            parser.error(
+                "--broker picks an embedded broker: leave out --bootstrap (and "
+                f"${BOOTSTRAP_ENV}) with it"
+            )
+        args.bootstrap = MOCK if args.broker == MOCK else None
     env = environment(args.bootstrap)
     env["mode"] = f"{'quick' if args.quick else 'full'}" + (
         f", {args.runs} run(s) per main cell" if args.runs else ""

@@ -15,7 +15,7 @@ import io
 import pstats
 
 from benchmarks import clients
-from benchmarks.common import BenchBroker, fill
+from benchmarks.common import MOCK, BenchBroker, fill, readable
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -32,16 +32,16 @@ def suite(
 ) -> list[Row]:
     """Every client reads `records` records per compression (the keys of `runs`), that
     many times with the clients interleaved; one row of medians per cell."""
-    names = clients.available(CLIENTS)
+    names = clients.available(CLIENTS, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     with BenchBroker(bootstrap) as broker:
         topics = {}
         for compression in runs:
             topic = broker.new_topic(f"bench-consume-{compression}", PARTITIONS)
             fill(broker.bootstrap, topic, compression, records, VALUE_SIZE, PARTITIONS)
-            topics[compression] = topic
+            topics[compression] = topic, readable(broker, topic, PARTITIONS, records)
         for round_ in range(max(runs.values())):
-            for compression, topic in topics.items():
+            for compression, (topic, wanted) in topics.items():
                 if round_ >= runs[compression]:
                     continue
                 for name in names:
@@ -51,7 +51,7 @@ def suite(
                         broker.bootstrap,
                         topic,
                         PARTITIONS,
-                        records,
+                        wanted,
                         VALUE_SIZE,
                     )
                     samples.setdefault((compression, name), []).append(metrics)
@@ -90,7 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--compression", action="append", choices=COMPRESSIONS)
     parser.add_argument("--profile", action="store_true", help="cProfile the kafkaio consumer")
-    parser.add_argument("--bootstrap", default=None, help="external cluster (HOST:PORT)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+    )
     args = parser.parse_args(argv)
     compressions = tuple(args.compression or COMPRESSIONS)
     if args.profile:

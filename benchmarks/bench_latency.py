@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks import clients
-from benchmarks.common import BenchBroker
+from benchmarks.common import MOCK, BenchBroker
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -21,14 +21,16 @@ SECONDS = 20.0
 SIZE = 100
 WARM_UP = 200  # first records (connections, metadata) are left out
 # Tansu 0.6 does not answer a waiting Fetch when a record arrives (it holds it until the
-# wait is over), so on the embedded broker every consumer polls with a short wait; a Kafka
-# broker answers at once, so an external cluster keeps the default of 500 ms.
+# wait is over), nor does librdkafka's mock cluster, so on the embedded brokers every
+# consumer polls with a short wait; a Kafka broker answers at once, so an external cluster
+# keeps the default of 500 ms.
 TANSU_FETCH_WAIT_MS = 10
 KAFKA_FETCH_WAIT_MS = 500
 TANSU_FETCH_NOTE = (
-    "Tansu 0.6 answers a waiting Fetch when its wait ends, not when a record arrives (with "
-    "the default fetch_max_wait_ms=500, end-to-end p50 was 85-135 ms and max 260-300 ms for "
-    "every client), so on Tansu the end-to-end case uses fetch_max_wait_ms="
+    "Tansu 0.6 (and librdkafka's mock cluster) answers a waiting Fetch when its wait ends, "
+    "not when a record arrives (on Tansu with the default fetch_max_wait_ms=500, end-to-end "
+    "p50 was 85-135 ms and max 260-300 ms for every client), so on the embedded brokers the "
+    "end-to-end case uses fetch_max_wait_ms="
     f"{TANSU_FETCH_WAIT_MS} for every client"
 )
 CLIENTS = clients.PEERS
@@ -41,10 +43,10 @@ CONFLUENT_AIO_BUFFER = (
 def suite(
     rate: int = RATE, seconds: float = SECONDS, runs: int = 1, bootstrap: str | None = None
 ) -> list[Row]:
-    names = clients.available(CLIENTS)
+    names = clients.available(CLIENTS, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     base = f"{rate:,} msg/s, {SIZE} B, acks=1, linger_ms=0"
-    wait = KAFKA_FETCH_WAIT_MS if bootstrap else TANSU_FETCH_WAIT_MS
+    wait = TANSU_FETCH_WAIT_MS if bootstrap in (None, MOCK) else KAFKA_FETCH_WAIT_MS
     cases = {
         "ack_": f"produce→ack, {base}",
         "e2e_": f"produce→consume, {base}, fetch_max_wait_ms={wait}",
@@ -73,7 +75,7 @@ def suite(
                             "measurement (not acknowledged or not received within 30 s)"
                         )
                     samples.setdefault((case, name), []).append(kept)
-    if not bootstrap:
+    if bootstrap in (None, MOCK):
         NOTES.add(TANSU_FETCH_NOTE)
     if clients.CONFLUENT_AIO in names:
         NOTES.add(CONFLUENT_AIO_BUFFER)
@@ -95,7 +97,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=int, default=RATE)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--bootstrap", default=None, help="external cluster (HOST:PORT)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+    )
     args = parser.parse_args(argv)
     print(describe(args.seconds, args.rate))
     print(suite_table(suite(args.rate, args.seconds, args.runs, args.bootstrap)))

@@ -16,7 +16,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from benchmarks.common import BenchBroker, fill, payload
+from benchmarks.common import MOCK, BenchBroker, fill, payload, readable
 from benchmarks.isolate import Meter, Metrics, RssSampler, rss_mib, run_isolated
 from benchmarks.report import Row, median_row, suite_table
 
@@ -107,10 +107,11 @@ def suite(runs: int = 1, scale: tuple[int, ...] = (), bootstrap: str | None = No
     with BenchBroker(bootstrap) as broker:
         topic = broker.new_topic("bench-mem", PARTITIONS)
         fill(broker.bootstrap, topic, "none", RECORDS, VALUE, PARTITIONS)
+        stored = readable(broker, topic, PARTITIONS, RECORDS)
         for _ in range(runs):
             for case, options in CONSUMER_CASES.items():
                 m = run_isolated(
-                    measure_memory, "slow consumer", broker.bootstrap, topic, RECORDS, options, 0
+                    measure_memory, "slow consumer", broker.bootstrap, topic, stored, options, 0
                 )
                 samples.setdefault(case, []).append(_row_metrics(m))
             for case, options in PRODUCER_CASES.items():
@@ -123,7 +124,10 @@ def suite(runs: int = 1, scale: tuple[int, ...] = (), bootstrap: str | None = No
             broker.fresh()
             target = broker.new_topic("bench-mem-scale", PARTITIONS)
             for kind in ("producer", "consumer"):
-                m = run_isolated(measure_memory, kind, broker.bootstrap, target, n, {}, SCALE_VALUE)
+                count = n if kind == "producer" else readable(broker, target, PARTITIONS, n)
+                m = run_isolated(
+                    measure_memory, kind, broker.bootstrap, target, count, {}, SCALE_VALUE
+                )
                 case = f"{kind}, {n:,} x {SCALE_VALUE} B, {SCALE_SETTINGS[kind]}"
                 samples.setdefault(case, []).append(_row_metrics(m))
     return [median_row("memory", case, "kafkaio", runs_) for case, runs_ in samples.items()]
@@ -146,7 +150,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--scale", type=int, action="append", default=None, help="records of a scale case"
     )
-    parser.add_argument("--bootstrap", default=None, help="external cluster (HOST:PORT)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+    )
     args = parser.parse_args(argv)
     scale = tuple(args.scale or (1_000_000,))
     print(describe(scale))

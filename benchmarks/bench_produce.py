@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from benchmarks import clients
 from benchmarks.clients import ProduceSpec
-from benchmarks.common import BenchBroker
+from benchmarks.common import MOCK, BenchBroker
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -60,7 +60,7 @@ def measure(broker: BenchBroker, client: str, case: Case) -> Metrics:
 
 def suite(case_list: list[Case], bootstrap: str | None = None) -> list[Row]:
     """Every client on every case, `case.runs` times with the clients interleaved; medians."""
-    names = clients.available(CLIENTS)
+    names = clients.available(CLIENTS, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     with BenchBroker(bootstrap) as broker:
         rounds = max(c.runs for c in case_list)
@@ -89,7 +89,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", "--records", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="two cases, one run")
-    parser.add_argument("--bootstrap", default=None, help="external cluster (HOST:PORT)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+    )
     args = parser.parse_args(argv)
     case_list = cases(args.quick, args.records, args.runs)
     print(describe(case_list))

