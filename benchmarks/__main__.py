@@ -72,7 +72,7 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
         ),
         "latency": (
             bench_latency.describe(seconds),
-            lambda: bench_latency.suite(seconds=seconds, bootstrap=bootstrap),
+            lambda: bench_latency.suite(seconds=seconds, runs=main_runs, bootstrap=bootstrap),
         ),
         "rebalance": (
             bench_rebalance.describe(),

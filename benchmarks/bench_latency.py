@@ -88,7 +88,8 @@ def describe(seconds: float = SECONDS, rate: int = RATE) -> str:
         f"{seconds:g} s to one partition, acks=1, linger_ms=0 for every client (kafkaio's own "
         f"default is 5 ms); the first {WARM_UP} records are left out. produce→ack: from the "
         "send call to the delivery callback; produce→consume: from the send call to the "
-        "consumer application receiving the record (same process, perf_counter)."
+        "consumer application receiving the record (same process, perf_counter). With "
+        "several runs, the clients take turns and each figure is the median of the runs."
     )
 
 

@@ -42,6 +42,10 @@ class BenchBroker:
         return self._external is not None
 
     @property
+    def mock(self) -> bool:
+        return self._mock_wanted
+
+    @property
     def bootstrap(self) -> str:
         if self._external is not None:
             return self._external
@@ -221,10 +225,12 @@ def stored_records(bootstrap: str, topic: str, partitions: int) -> int:
 
 
 def readable(broker: BenchBroker, topic: str, partitions: int, written: int) -> int:
-    """The records of `topic` a consumer from the beginning gets: `written`, unless the
-    broker dropped old ones (a note then says how many it kept)."""
-    if broker.external:
-        return written  # a Kafka cluster keeps what the benchmark writes
+    """The records of `topic` a consumer from the beginning gets: `written`, except on
+    librdkafka's mock cluster, which drops a partition's oldest records (a note then says
+    how many it kept). Tansu and Kafka keep what the benchmark writes (Tansu 0.6's
+    watermarks are not exact enough to count on: they came out 0.1-1% short)."""
+    if not broker.mock:
+        return written
     stored = stored_records(broker.bootstrap, topic, partitions)
     if stored < written:
         from benchmarks.report import note

@@ -23,6 +23,18 @@ def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
     assert not timeline.flowing({"A", "B"}, 1.9)
 
 
+def test_the_timeline_knows_when_a_partition_last_moved() -> None:
+    timeline = Timeline()
+    timeline.seen_by("A")(0, 1, 1.0)
+    timeline.seen_by("A")(0, 1, 2.0)
+    timeline.seen_by("B")(1, 1, 2.5)
+    assert timeline.owner_changed == 2.5  # partition 1 reached its first member
+    timeline.seen_by("B")(1, 1, 3.0)
+    assert timeline.owner_changed == 2.5  # the same owners: nothing moved
+    timeline.seen_by("B")(0, 1, 4.0)
+    assert timeline.owner_changed == 4.0 and timeline.owners == {0: "B", 1: "B"}
+
+
 def test_every_client_of_the_api_is_a_rebalance_member() -> None:
     # the issue asks for rebalance pauses of every client, confluent-kafka's asyncio API too
     assert set(clients.PEERS) <= set(clients.MEMBERS)
