@@ -14,11 +14,7 @@ import math
 import anyio
 
 from kafkaio.errors import KafkaTimeoutError
-
-
-def _release(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+from kafkaio.runtime.wakeup import release as release_waiter
 
 
 class MemoryBudget:
@@ -55,7 +51,7 @@ class MemoryBudget:
         if self._futures:
             futures, self._futures = self._futures, []
             for future in futures:
-                _release(future)
+                release_waiter(future)
         if self._released is not None:
             event, self._released = self._released, anyio.Event()
             event.set()
@@ -93,7 +89,7 @@ class MemoryBudget:
                 return False
             waiter: asyncio.Future[None] = loop.create_future()
             self._futures.append(waiter)
-            timer = None if math.isinf(deadline) else loop.call_at(deadline, _release, waiter)
+            timer = None if math.isinf(deadline) else loop.call_at(deadline, release_waiter, waiter)
             try:
                 await waiter
             finally:

@@ -12,7 +12,8 @@ import asyncio
 import anyio
 
 
-def _release(waiter: asyncio.Future[None]) -> None:
+def release(waiter: asyncio.Future[None]) -> None:
+    """Complete a loop-future waiter unless it is done (cancelled, or already released)."""
     if not waiter.done():
         waiter.set_result(None)
 
@@ -58,7 +59,7 @@ class Wakeup:
                 self._event = None
             return
         waiter: asyncio.Future[None] = loop.create_future()
-        timer = loop.call_later(timeout_s, _release, waiter)
+        timer = loop.call_later(timeout_s, release, waiter)
         self._waiter = waiter
         try:
             await waiter
