@@ -69,7 +69,7 @@ class BenchBroker:
             self._tansu.restart()
         if self._mock is not None:
             self._mock.stop()
-            self._mock = MockCluster().start(num_brokers=1)
+            self._mock = _start_mock()
 
     def describe(self) -> str:
         return describe_broker(MOCK if self._mock_wanted else self._external)
@@ -84,7 +84,7 @@ class BenchBroker:
 
     def __enter__(self) -> BenchBroker:
         if self._mock_wanted:
-            self._mock = MockCluster().start(num_brokers=1)
+            self._mock = _start_mock()
         elif self._external is None:
             self._tansu = TansuBroker().start()
         return self
@@ -101,6 +101,18 @@ class BenchBroker:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+
+
+def _start_mock() -> MockCluster:
+    """A one-broker mock cluster whose group APIs every client can use (see
+    MockCluster.cap_group_apis)."""
+    cluster = MockCluster().start(num_brokers=1)
+    try:
+        cluster.cap_group_apis()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
 
 
 def describe_broker(spec: str | None) -> str:

@@ -23,6 +23,10 @@ from kafkaio.testing.errors import MockClusterError
 __all__ = ["MockCluster", "MockClusterError"]
 
 _LOG_TAIL_CHARS = 4000
+# JoinGroup, SyncGroup, Heartbeat, LeaveGroup: the highest versions librdkafka 2.16's mock
+# parses correctly (it advertises flexible versions of them but parses them as non-flexible,
+# and its LeaveGroup v3 response lacks the member list). See `cap_group_apis`.
+GROUP_API_MAX = {11: 5, 14: 3, 12: 3, 13: 2}
 
 
 class MockCluster:
@@ -149,6 +153,13 @@ class MockCluster:
         return f"Helper {where}:\n{self.log_tail()}"
 
     # -- topics and partitions ------------------------------------------------------------
+
+    def cap_group_apis(self) -> None:
+        """Advertise only the group API versions the mock really speaks (GROUP_API_MAX):
+        clients that pick the highest advertised version otherwise get their JoinGroup
+        answered by a closed connection."""
+        for api_key, max_version in GROUP_API_MAX.items():
+            self.set_apiversion(api_key, 0, max_version)
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
         """Create a topic (the mock has no CreateTopics API; it also auto-creates on use)."""

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from kafkaio.testing.tansu import TansuBroker
 
 BROKER_NAMES = ("tansu", "mock", "kafka", "external")
-# JoinGroup, SyncGroup, Heartbeat, LeaveGroup: the highest versions the mock parses correctly.
-MOCK_GROUP_API_MAX = {11: 5, 14: 3, 12: 3, 13: 2}
 _TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 
@@ -65,11 +63,7 @@ def _start_mock(num_brokers: int) -> BrokerInfo:
         pytest.skip(f"librdkafka mock cluster unavailable: {exc}")
     cluster = MockCluster().start(num_brokers)
     try:
-        # librdkafka 2.16's mock advertises flexible JoinGroup/SyncGroup/Heartbeat/LeaveGroup
-        # versions but parses them as non-flexible (and its LeaveGroup v3 response lacks the
-        # member list): advertise only what it really speaks.
-        for api_key, max_version in MOCK_GROUP_API_MAX.items():
-            cluster.set_apiversion(api_key, 0, max_version)
+        cluster.cap_group_apis()  # it advertises group API versions it cannot parse
         versions = _probe(cluster.bootstrap)
     except Exception:
         cluster.stop()

@@ -88,8 +88,14 @@ def test_the_mock_cluster_broker_runs_a_consume_cell_on_what_it_kept() -> None:
     from benchmarks.common import MOCK, BenchBroker, fill, readable
     from benchmarks.report import NOTES
 
+    from kafkaio.testing._probe import api_versions, parse_bootstrap
+    from kafkaio.testing.mockcluster import GROUP_API_MAX
+
     with BenchBroker(MOCK) as broker:
         assert broker.pid is not None and "mock cluster" in broker.describe()
+        # only the group API versions the mock parses, as the test plugin's mock cluster
+        versions = api_versions(*parse_bootstrap(broker.bootstrap)[0])
+        assert {key: versions[key][1] for key in GROUP_API_MAX} == GROUP_API_MAX
         topic = broker.new_topic("smoke", 2)
         fill(broker.bootstrap, topic, "none", 120_000, 100, 2)
         kept = readable(broker, topic, 2, 120_000)
