@@ -15,7 +15,7 @@ import io
 import pstats
 
 from benchmarks import clients
-from benchmarks.common import MOCK, BenchBroker, fill, readable
+from benchmarks.common import BenchBroker, add_broker_argument, fill, readable
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -90,11 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--compression", action="append", choices=COMPRESSIONS)
     parser.add_argument("--profile", action="store_true", help="cProfile the kafkaio consumer")
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
-    )
+    add_broker_argument(parser)
     args = parser.parse_args(argv)
     compressions = tuple(args.compression or COMPRESSIONS)
     if args.profile:

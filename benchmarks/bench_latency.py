@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks import clients
-from benchmarks.common import MOCK, BenchBroker
+from benchmarks.common import MOCK, BenchBroker, add_broker_argument
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -98,11 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=int, default=RATE)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
-    )
+    add_broker_argument(parser)
     args = parser.parse_args(argv)
     print(describe(args.seconds, args.rate))
     print(suite_table(suite(args.rate, args.seconds, args.runs, args.bootstrap)))

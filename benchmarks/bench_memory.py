@@ -16,7 +16,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from benchmarks.common import MOCK, BenchBroker, fill, payload, readable
+from benchmarks.common import BenchBroker, add_broker_argument, fill, payload, readable
 from benchmarks.isolate import Meter, Metrics, RssSampler, rss_mib, run_isolated
 from benchmarks.report import Row, median_row, suite_table
 
@@ -150,11 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--scale", type=int, action="append", default=None, help="records of a scale case"
     )
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
-    )
+    add_broker_argument(parser)
     args = parser.parse_args(argv)
     scale = tuple(args.scale or (1_000_000,))
     print(describe(scale))

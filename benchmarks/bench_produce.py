@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from benchmarks import clients
 from benchmarks.clients import ProduceSpec
-from benchmarks.common import MOCK, BenchBroker
+from benchmarks.common import BenchBroker, add_broker_argument
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -89,11 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", "--records", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="two cases, one run")
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
-    )
+    add_broker_argument(parser)
     args = parser.parse_args(argv)
     case_list = cases(args.quick, args.records, args.runs)
     print(describe(case_list))

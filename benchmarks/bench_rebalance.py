@@ -24,8 +24,8 @@ from benchmarks.clients import Seen, run_member
 from benchmarks.common import (
     GROUP_HEARTBEAT_MS,
     GROUP_SESSION_TIMEOUT_MS,
-    MOCK,
     BenchBroker,
+    add_broker_argument,
     payload,
 )
 from benchmarks.isolate import ChildError, Metrics, run_isolated
@@ -238,11 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="kafkaio and aiokafka only")
     parser.add_argument("--rate", type=int, default=RATE)
-    parser.add_argument(
-        "--bootstrap",
-        default=None,
-        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
-    )
+    add_broker_argument(parser)
     args = parser.parse_args(argv)
     print(describe(args.rate))
     rows = suite(QUICK_CASES if args.quick else CASES, args.rate, bootstrap=args.bootstrap)

@@ -5,6 +5,7 @@ latency percentiles.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import struct
@@ -113,6 +114,15 @@ def _start_mock() -> MockCluster:
         cluster.stop()
         raise
     return cluster
+
+
+def add_broker_argument(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap`` of a suite's own command line: a BenchBroker spec."""
+    parser.add_argument(
+        "--bootstrap",
+        default=None,
+        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+    )
 
 
 def describe_broker(spec: str | None) -> str:
