@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import ssl
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -62,6 +63,8 @@ _CONNECT_ERRORS = (OSError, anyio.BrokenResourceError, anyio.EndOfStream)
 USE_ASYNCIO_WIRE = os.environ.get("KAFKAIO_ASYNCIO_WIRE", "1") != "0"
 
 R = TypeVar("R")
+# what `Connection.send_soon` calls with the outcome: (response, None) or (None, error)
+ResponseCallback = Callable[[Any, "BaseException | None"], None]
 
 
 class ConnectionState(enum.Enum):
@@ -119,7 +122,37 @@ class _FutureWaiter:
             self.future.set_exception(error)
 
 
-Slot = _Waiter | _FutureWaiter
+class _CallbackWaiter:
+    """The response slot of one request sent with `Connection.send_soon`: hands the outcome
+    to ``on_done(response, None)`` or ``on_done(None, error)`` through ``loop.call_soon``
+    (never from inside the connection's own code, and in turn with the other callbacks the
+    same read made ready: no task switch, and no response jumps the queue)."""
+
+    __slots__ = ("done", "loop", "on_done", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_done: ResponseCallback) -> None:
+        self.done = False
+        self.loop = loop
+        self.on_done = on_done
+        self.timer: asyncio.TimerHandle | None = None  # the request's deadline
+
+    def set_result(self, value: Any) -> None:
+        if not self.done:
+            self._finish()
+            self.loop.call_soon(self.on_done, value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        if not self.done:
+            self._finish()
+            self.loop.call_soon(self.on_done, None, error)
+
+    def _finish(self) -> None:
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+Slot = _Waiter | _FutureWaiter | _CallbackWaiter
 
 
 def api_name(request_cls: type) -> str:
@@ -428,8 +461,43 @@ class Connection:
         self.last_used = loop.time()
         return response
 
+    def send_soon(
+        self, request: Any, version: int, timeout: float | None, on_done: ResponseCallback
+    ) -> bool:
+        """Write ``request`` now, without waiting, if this is an open asyncio connection
+        with an in-flight permit free; its outcome goes to ``on_done(response, None)`` or
+        ``on_done(None, error)`` (a KafkaTimeoutError or KafkaConnectionError, as :meth:`send`
+        raises them), called soon after the response is read, through the event loop.
+        Returns False, having done nothing, when the request cannot go this way (TLS, trio,
+        a closed connection, every permit taken: use :meth:`send`); raises what encoding
+        the request raises."""
+        wire = self._wire
+        if wire is None or self.state is not ConnectionState.READY:
+            return False
+        capacity = self._capacity
+        try:
+            capacity.acquire_nowait()
+        except anyio.WouldBlock:
+            return False
+        loop = wire.loop
+        now = loop.time()
+        seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
+        deadline = now + seconds
+        slot = _CallbackWaiter(loop, on_done)
+        try:
+            correlation_id = self._ids.next()
+            frame = encode_request(request, version, correlation_id, self.config.client_id)
+        except BaseException:
+            capacity.release()
+            raise
+        self._inflight.add(correlation_id, request.API_KEY, version, deadline, slot)
+        self.last_used = now
+        wire.write(frame)
+        slot.timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
+        return True
+
     def _wire_deadline(
-        self, slot: _FutureWaiter, request: Any, version: int, seconds: float
+        self, slot: _FutureWaiter | _CallbackWaiter, request: Any, version: int, seconds: float
     ) -> None:
         """A request on the wire got no response in time: fail it and close the connection."""
         if slot.done:
@@ -457,6 +525,8 @@ class Connection:
         )
 
     def _on_wire_data(self, data: bytes) -> None:
+        assert self._wire is not None
+        self.last_used = self._wire.loop.time()
         error = self._dispatch(data)
         if error is not None:
             self._fail(error)

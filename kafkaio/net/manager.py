@@ -206,6 +206,20 @@ class ConnectionManager:
         await self._close_retired()
         return await self._connect(self._slot_for(node_id))
 
+    def ready(self, node_id: int) -> Connection | None:
+        """The connection to ``node_id`` if it can take a request at once: open, not idle
+        past ``connections_max_idle_ms``, and no retired connection waiting to be closed.
+        None otherwise (then :meth:`get` connects, reconnects or cleans up)."""
+        if self._closed or self._retired:
+            return None
+        slot = self._node_slots.get(node_id)
+        if slot is None:
+            return None
+        conn = slot.open_connection()
+        if conn is None or self._idle(conn, monotonic()):
+            return None
+        return conn
+
     async def bootstrap(self) -> Connection:
         """A connection to one of the bootstrap servers (for the first Metadata request).
 

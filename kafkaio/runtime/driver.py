@@ -7,6 +7,7 @@ a response, a failure or an application event wakes it (`wakeup`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +26,7 @@ from kafkaio.runtime.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from kafkaio.metrics.sensor import Sensor
+    from kafkaio.net.connection import Connection
 
 log = logging.getLogger("kafkaio.runtime")
 
@@ -62,8 +64,10 @@ class NetworkDriver:
     """Runs `managers` (and the metadata manager) against `connections` in one task.
 
     Start it with ``await task_group.start(driver.run)``; stop it with `stop`. Application
-    code never calls managers while a request is being handled: handlers run in the driver's
-    own tasks on the same event loop, and they are plain synchronous functions.
+    code never calls managers while a request is being handled: handlers are plain
+    synchronous functions that run on the same event loop, in the driver's own tasks or (for
+    requests written at once on an established asyncio connection, `_send_now`) in event-loop
+    callbacks.
     """
 
     def __init__(
@@ -193,24 +197,19 @@ class NetworkDriver:
         self._publish_metadata()
         return requests, max(wait, 0.0)
 
-    def _poll_after_response(self) -> UnsentRequest | None:
-        """Poll the managers right after a handler ran, from the task that ran it.
+    def _poll_after_response(self) -> list[UnsentRequest]:
+        """Poll the managers right after a handler ran; the requests to send now.
 
-        Saves the main loop a wake-up per response: new requests start at once (the first
-        in the calling task itself), and the loop is woken only if a manager wants to be
-        polled before the loop's current sleep ends.
+        Saves the main loop a wake-up per response: new requests start at once, and the
+        loop is woken only if a manager wants to be polled before its current sleep ends.
         """
         if self._stopping or not self._running:
             self.wakeup()
-            return None
+            return []
         requests, wait = self._poll_managers()
         if now_ms() + wait < self._sleep_until:
             self.wakeup()
-        if not requests:
-            return None
-        for request in requests[1:]:
-            self._dispatch(request)
-        return requests[0]
+        return requests
 
     def _publish_metadata(self) -> None:
         version = self.metadata.version
@@ -235,8 +234,13 @@ class NetworkDriver:
         self.connections.update_nodes(nodes)
 
     def _dispatch(self, request: UnsentRequest) -> None:
-        """Hand `request` to an idle sender task, or start one (a task per request in flight,
-        kept for reuse: starting a task costs more than waking one)."""
+        """Write `request` at once if its connection can take it (`_send_now`); else hand
+        it to an idle sender task, or start one (a task per request in flight, kept for
+        reuse: starting a task costs more than waking one)."""
+        if not self._send_now(request):
+            self._to_task(request)
+
+    def _to_task(self, request: UnsentRequest) -> None:
         if self._idle:
             slot = self._idle.pop()
             slot.request = request
@@ -244,6 +248,45 @@ class NetworkDriver:
             return
         assert self._tg is not None
         self._tg.start_soon(self._sender_task, request)
+
+    def _send_now(self, unsent: UnsentRequest) -> bool:
+        """The fast path of an established asyncio connection: write `unsent` from this call,
+        and run its handler from an event-loop callback once the response is read
+        (`_on_response`), so neither waits for a sender task to be scheduled. False when
+        the request needs a task: no open connection yet, every in-flight permit taken, any
+        node, no response expected, trio or TLS, or an error to hand to the handler."""
+        node_id = unsent.node_id
+        if node_id is None or not unsent.expect_response:
+            return False
+        conn = self.connections.ready(node_id)
+        if conn is None:
+            return False
+        try:
+            version = self._version(conn, unsent)
+        except UnsupportedVersionError:
+            return False  # the task path hands it to the handler
+        timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
+        try:
+            return conn.send_soon(
+                unsent.request, version, timeout, functools.partial(self._on_response, unsent)
+            )
+        except KafkaError:
+            return False  # e.g. a field this version cannot carry: the task path reports it
+
+    def _on_response(
+        self, unsent: UnsentRequest, response: Any, error: BaseException | None
+    ) -> None:
+        """A `_send_now` request's outcome (an event-loop callback): run its handler and
+        send what the managers want next. Dropped once the driver has stopped (as a
+        cancelled sender task drops its response)."""
+        if not self._running:
+            return
+        self._handle(unsent, response, error)
+        try:
+            for request in self._poll_after_response():
+                self._dispatch(request)
+        except Exception as exc:  # a manager bug, raised outside the driver's tasks
+            self._crash(exc)
 
     async def _sender_task(self, first: UnsentRequest) -> None:
         """Send requests (and the follow-ups their responses allow) until idle too long."""
@@ -267,7 +310,15 @@ class NetworkDriver:
                 # a failure may come without any wait (no connection): yield before the
                 # next request, so a manager retrying at once cannot starve the event loop
                 await anyio.lowlevel.checkpoint()
-            request = self._poll_after_response()
+            follow_ups = self._poll_after_response()
+            request = None
+            for follow_up in follow_ups:
+                if self._send_now(follow_up):
+                    continue
+                if request is None:
+                    request = follow_up  # sent from this task (it is here already)
+                else:
+                    self._to_task(follow_up)
 
     async def _send_one(self, unsent: UnsentRequest) -> bool:
         """Send one request and run its handler; False if it failed."""
@@ -283,15 +334,7 @@ class NetworkDriver:
                 if not exc.retriable:
                     self._fail_setup(exc)
                 raise
-            version = conn.version_for(type(unsent.request))
-            if unsent.max_version is not None and unsent.max_version < version:
-                version = unsent.max_version
-                low = conn.api_versions.get(type(unsent.request).API_KEY, (0, 0))[0]
-                if version < low:
-                    raise UnsupportedVersionError(
-                        f"{conn} speaks {type(unsent.request).__name__} v{low} or newer, but "
-                        f"this request can be sent only as v{version} or older"
-                    )
+            version = self._version(conn, unsent)
             if unsent.expect_response:
                 timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
                 response = await conn.send(unsent.request, version=version, timeout=timeout)
@@ -299,14 +342,36 @@ class NetworkDriver:
                 await conn.send_no_response(unsent.request, version=version)
         except KafkaError as exc:
             error = exc
+        self._handle(unsent, response, error)
+        return error is None
+
+    @staticmethod
+    def _version(conn: Connection, unsent: UnsentRequest) -> int:
+        """The version to send `unsent` in on `conn` (its cap applied); raises
+        UnsupportedVersionError if the cap is below what the broker speaks."""
+        version = conn.version_for(type(unsent.request))
+        if unsent.max_version is not None and unsent.max_version < version:
+            version = unsent.max_version
+            low = conn.api_versions.get(type(unsent.request).API_KEY, (0, 0))[0]
+            if version < low:
+                raise UnsupportedVersionError(
+                    f"{conn} speaks {type(unsent.request).__name__} v{low} or newer, but "
+                    f"this request can be sent only as v{version} or older"
+                )
+        return version
+
+    def _handle(self, unsent: UnsentRequest, response: Any, error: BaseException | None) -> None:
+        """Run `unsent`'s handler; a handler that raises stops the driver."""
         try:
             unsent.handler(now_ms(), response, error)
         except Exception as exc:
             log.exception("a request handler failed; stopping the network task")
-            self._fatal = exc
-            self._stopping = True
-            self.wakeup()
-        return error is None
+            self._crash(exc)
+
+    def _crash(self, exc: BaseException) -> None:
+        self._fatal = exc
+        self._stopping = True
+        self.wakeup()
 
     def _fail_setup(self, error: KafkaError) -> None:
         """A connection could not be set up for a reason retrying cannot fix (the brokers

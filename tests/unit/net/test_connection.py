@@ -201,6 +201,83 @@ def test_pipelining_respects_max_in_flight(backend: str) -> None:
     run(backend, scenario)
 
 
+def test_send_soon_pipelines_and_hands_outcomes_to_callbacks(backend: str) -> None:
+    """send_soon writes at once on an asyncio connection (False on trio, or with every
+    permit taken, or once closed); each outcome arrives through the event loop, in order,
+    and a lost connection fails what is still in flight."""
+    config = ConnectionConfig(max_in_flight_requests_per_connection=2, request_timeout_ms=5000)
+    go = anyio.Event()
+
+    async def handler(client: FakeClient) -> None:
+        await client.answer_api_versions()
+        first, second = await client.read_request(), await client.read_request()
+        await go.wait()
+        for received in (first, second):
+            await client.respond(received, metadata_response("c", received.request.topics[0].name))
+        await client.read_request()  # the third: never answered, the connection is dropped
+        await client.stream.aclose()
+
+    async def scenario() -> None:
+        outcomes: list[tuple[list[str] | None, BaseException | None]] = []
+
+        def on_done(response: Any, error: BaseException | None) -> None:
+            outcomes.append((None if response is None else topics(response), error))
+
+        async with FakeBroker(handler) as broker:
+            conn = await Connection.connect(broker.host, broker.port, config)
+            version = conn.version_for(m.MetadataRequest)
+            sent = [conn.send_soon(metadata_request(n), version, None, on_done) for n in "ab"]
+            if backend != "asyncio":
+                assert sent == [False, False] and conn.in_flight == 0
+                await conn.close()
+                return
+            assert sent == [True, True] and conn.in_flight == 2
+            assert not conn.send_soon(metadata_request("c"), version, None, on_done)  # full
+            go.set()
+            with anyio.fail_after(5):
+                while len(outcomes) < 2:
+                    await anyio.sleep(0.005)
+            assert outcomes == [(["a"], None), (["b"], None)] and conn.in_flight == 0
+            assert conn.send_soon(metadata_request("c"), version, None, on_done)
+            with anyio.fail_after(5):
+                while len(outcomes) < 3:
+                    await anyio.sleep(0.005)
+            names, error = outcomes[2]
+            assert names is None and isinstance(error, KafkaConnectionError)
+            assert conn.closed
+            assert not conn.send_soon(metadata_request("d"), version, None, on_done)
+            await conn.close()
+
+    run(backend, scenario)
+
+
+def test_send_soon_timeout_closes_the_connection() -> None:
+    async def handler(client: FakeClient) -> None:
+        await client.answer_api_versions()
+        await client.wait_closed()  # reads nothing more, answers nothing
+
+    async def scenario() -> None:
+        errors: list[BaseException | None] = []
+        async with FakeBroker(handler) as broker:
+            conn = await Connection.connect(broker.host, broker.port, CONFIG)
+            version = conn.version_for(m.MetadataRequest)
+            assert conn.send_soon(
+                metadata_request("x"), version, 0.1, lambda _, error: errors.append(error)
+            )
+            assert errors == []  # never called from inside send_soon
+            with anyio.fail_after(5):
+                while not errors:
+                    await anyio.sleep(0.005)
+            (error,) = errors
+            assert isinstance(error, KafkaTimeoutError)
+            assert "Metadata request (v12)" in str(error) and "no response within 0.1 s" in str(
+                error
+            )
+            assert conn.closed
+
+    run("asyncio", scenario)
+
+
 def test_cancelled_sender_does_not_break_the_connection(backend: str) -> None:
     go = anyio.Event()
 

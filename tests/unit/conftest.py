@@ -1,4 +1,4 @@
-"""Fixtures for the network-layer tests: the anyio backends to run scenarios on."""
+"""Fixtures for the unit tests: the anyio backends to run scenarios on (network layer, driver)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,223 @@
+"""NetworkDriver against a fake broker: requests on an established asyncio connection are
+written from the driver's own call and handled from event-loop callbacks (`_send_now`),
+everything else goes through sender tasks; the outcome a handler sees is the same."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+import sniffio
+
+from kafkaio.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkaio.metadata.manager import MetadataManager
+from kafkaio.net.config import ConnectionConfig
+from kafkaio.net.manager import ConnectionManager
+from kafkaio.protocol import messages as m
+from kafkaio.runtime.driver import NetworkDriver
+from kafkaio.runtime.requests import PollResult, UnsentRequest
+from tests.unit.net._fake_broker import FakeBroker, FakeClient, metadata_request, run
+
+CONFIG = ConnectionConfig(request_timeout_ms=5000, connect_timeout_ms=5000)
+NODE = 1
+
+
+@dataclass
+class Outcome:
+    topic: str
+    names: list[str] | None  # topics in the response, None on an error
+    error: BaseException | None
+    in_task: bool  # the handler ran inside a task (a sender task), not a loop callback
+
+
+@dataclass
+class Sequential:
+    """A manager sending `count` Metadata requests to NODE, one at a time, each once the
+    previous one's handler ran (a follow-up of the response, like a fetch loop)."""
+
+    count: int
+    timeout_ms: float | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    in_flight: bool = False
+    fail_in_handler: bool = False
+
+    def poll(self, now: float) -> PollResult:
+        if self.in_flight or len(self.outcomes) >= self.count:
+            return PollResult([], math.inf)
+        self.in_flight = True
+        topic = f"t{len(self.outcomes)}"
+        request = metadata_request(topic)
+
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.in_flight = False
+            names = None if response is None else [t.name for t in response.topics]
+            self.outcomes.append(Outcome(topic, names, error, _in_task()))
+            if self.fail_in_handler:
+                raise RuntimeError("handler bug")
+
+        return PollResult([UnsentRequest(NODE, request, handler, self.timeout_ms)], math.inf)
+
+
+def _in_task() -> bool:
+    if sniffio.current_async_library() != "asyncio":
+        return True  # trio runs everything in tasks
+    return asyncio.current_task() is not None
+
+
+def _metadata_for(port: int, names: list[str]) -> Any:
+    return m.MetadataResponse(
+        cluster_id="fake",
+        controller_id=NODE,
+        brokers=[
+            m.MetadataResponse.MetadataResponseBroker(node_id=NODE, host="127.0.0.1", port=port)
+        ],
+        topics=[m.MetadataResponse.MetadataResponseTopic(name=t) for t in names],
+    )
+
+
+def _serving(port: list[int], *, silent: str | None = None, drop: str | None = None) -> Any:
+    """A broker handler answering Metadata with the topics asked for and NODE at the fake
+    broker's own port; it never answers a request for topic `silent`, and closes the
+    connection when asked for topic `drop` (once)."""
+    dropped = False
+
+    async def handler(client: FakeClient) -> None:
+        nonlocal dropped
+        await client.answer_api_versions()
+        while True:
+            received = await client.read_request()
+            names = [t.name for t in received.request.topics or []]
+            if drop in names and not dropped:
+                dropped = True
+                await client.stream.aclose()
+                return
+            if silent not in names:
+                await client.respond(received, _metadata_for(port[0], names))
+
+    return handler
+
+
+async def _until(condition: Any) -> None:
+    with anyio.fail_after(5):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+def _run_with(backend: str, manager: Sequential, **serving: Any) -> NetworkDriver:
+    result: list[NetworkDriver] = []
+
+    async def scenario() -> None:
+        port: list[int] = [0]
+        handler = _serving(port, **serving)
+        async with FakeBroker(handler) as broker:
+            port[0] = broker.port
+            connections = ConnectionManager(broker.bootstrap, CONFIG)
+            connections.update_nodes({NODE: (broker.host, broker.port)})
+            driver = NetworkDriver(connections, MetadataManager(), [manager])
+            result.append(driver)
+            async with anyio.create_task_group() as tg:
+                await tg.start(driver.run)
+                await _until(lambda: len(manager.outcomes) >= manager.count or driver.fatal_error)
+                driver.stop()
+            await connections.close()
+
+    run(backend, scenario)
+    return result[0]
+
+
+def test_follow_ups_are_written_at_once_and_handled_from_callbacks(backend: str) -> None:
+    manager = Sequential(count=20)
+    _run_with(backend, manager)
+    assert [o.topic for o in manager.outcomes] == [f"t{i}" for i in range(20)]
+    assert all(o.error is None and o.names == [o.topic] for o in manager.outcomes)
+    if backend == "asyncio":
+        # the first request opens the connection (a sender task); the rest go on it at once
+        assert manager.outcomes[0].in_task
+        assert not any(o.in_task for o in manager.outcomes[1:])
+    else:
+        assert all(o.in_task for o in manager.outcomes)
+
+
+def test_timeout_on_the_fast_path_reaches_the_handler(backend: str) -> None:
+    # t0 (connects) and t1 (at once) are answered, t2 never: it times out
+    manager = Sequential(count=3, timeout_ms=200)
+    _run_with(backend, manager, silent="t2")
+    first, second, third = manager.outcomes
+    assert first.error is None and second.error is None
+    assert isinstance(third.error, KafkaTimeoutError)
+    assert "no response within 0.2 s" in str(third.error)
+    assert third.names is None
+
+
+def test_lost_connection_fails_the_request_and_the_next_one_reconnects(backend: str) -> None:
+    # the broker drops the connection when asked for t2; the manager sends t3, which
+    # needs a new connection (a sender task) and gets its answer
+    manager = Sequential(count=4)
+    _run_with(backend, manager, drop="t2")
+    outcomes = manager.outcomes
+    assert [o.error is None for o in outcomes] == [True, True, False, True]
+    assert isinstance(outcomes[2].error, KafkaConnectionError)
+    assert outcomes[3].names == ["t3"]
+    if backend == "asyncio":
+        assert outcomes[3].in_task and not outcomes[1].in_task
+
+
+def test_handler_error_on_the_fast_path_stops_the_driver(backend: str) -> None:
+    manager = Sequential(count=2, fail_in_handler=True)
+    driver = _run_with(backend, manager)
+    assert isinstance(driver.fatal_error, RuntimeError)
+    assert len(manager.outcomes) == 1  # nothing was sent after the failing handler
+
+
+def test_response_after_stop_is_dropped() -> None:
+    # the second request is in flight on the fast path when the driver stops; its
+    # response arrives afterwards and must not reach the handler
+    manager = Sequential(count=3)
+    release = anyio.Event()
+
+    async def scenario() -> None:
+        port: list[int] = [0]
+
+        async def handler(client: FakeClient) -> None:
+            await client.answer_api_versions()
+            while True:
+                received = await client.read_request()
+                names = [t.name for t in received.request.topics or []]
+                if names == ["t1"]:
+                    await release.wait()
+                await client.respond(received, _metadata_for(port[0], names))
+
+        async with FakeBroker(handler) as broker:
+            port[0] = broker.port
+            connections = ConnectionManager(broker.bootstrap, CONFIG)
+            connections.update_nodes({NODE: (broker.host, broker.port)})
+            driver = NetworkDriver(connections, MetadataManager(), [manager])
+            async with anyio.create_task_group() as tg:
+                await tg.start(driver.run)
+                await _until(lambda: len(manager.outcomes) == 1 and manager.in_flight)
+                driver.stop()
+            assert not driver.running
+            release.set()
+            await anyio.sleep(0.1)  # the response arrives and is read
+            await connections.close()
+
+    run("asyncio", scenario)
+    assert [o.topic for o in manager.outcomes] == ["t0"]
+
+
+@pytest.mark.parametrize("wire", ["asyncio-wire", "streams"])
+def test_without_the_asyncio_wire_every_request_uses_a_task(
+    wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kafkaio.net.connection as connection
+
+    monkeypatch.setattr(connection, "USE_ASYNCIO_WIRE", wire == "asyncio-wire")
+    manager = Sequential(count=5)
+    _run_with("asyncio", manager)
+    assert all(o.error is None for o in manager.outcomes)
+    tasks = [o.in_task for o in manager.outcomes]
+    assert tasks == ([True] + [False] * 4 if wire == "asyncio-wire" else [True] * 5)
