@@ -87,7 +87,6 @@ def test_the_mock_cluster_broker_runs_a_consume_cell_on_what_it_kept() -> None:
     from benchmarks import bench_consume
     from benchmarks.common import MOCK, BenchBroker, fill, readable
     from benchmarks.report import NOTES
-
     from kafkaio.testing._probe import api_versions, parse_bootstrap
     from kafkaio.testing.mockcluster import GROUP_API_MAX
 
