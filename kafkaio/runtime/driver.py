@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import sniffio
 
 from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
@@ -96,6 +97,9 @@ class NetworkDriver:
         self._fatal: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
+        # requests a loop callback could neither write nor hand to an idle sender task (a
+        # task cannot be started from a callback): the loop dispatches them
+        self._deferred: list[UnsentRequest] = []
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
 
@@ -179,6 +183,9 @@ class NetworkDriver:
     def run_once(self) -> float:
         """Poll every manager once, start sending their requests; returns ms to sleep."""
         requests, wait = self._poll_managers()
+        if self._deferred:
+            requests = self._deferred + requests
+            self._deferred = []
         for request in requests:
             self._dispatch(request)
         return wait
@@ -276,17 +283,29 @@ class NetworkDriver:
     def _on_response(
         self, unsent: UnsentRequest, response: Any, error: BaseException | None
     ) -> None:
-        """A `_send_now` request's outcome (an event-loop callback): run its handler and
-        send what the managers want next. Dropped once the driver has stopped (as a
-        cancelled sender task drops its response)."""
+        """A `_send_now` request's outcome (an event-loop callback, outside any task): run its
+        handler and send what the managers want next. Dropped once the driver has stopped
+        (as a cancelled sender task drops its response)."""
         if not self._running:
             return
-        self._handle(unsent, response, error)
+        # anyio finds its backend through sniffio, which finds no task here: say it is
+        # asyncio, so handlers may use anyio (events, the clock) as they do in a task
+        token = sniffio.current_async_library_cvar.set("asyncio")
         try:
+            self._handle(unsent, response, error)
             for request in self._poll_after_response():
-                self._dispatch(request)
+                if self._send_now(request):
+                    continue
+                if self._idle:
+                    self._to_task(request)
+                else:
+                    self._deferred.append(request)
+                    self.wakeup()
         except Exception as exc:  # a manager bug, raised outside the driver's tasks
+            log.exception("polling the request managers failed; stopping the network task")
             self._crash(exc)
+        finally:
+            sniffio.current_async_library_cvar.reset(token)
 
     async def _sender_task(self, first: UnsentRequest) -> None:
         """Send requests (and the follow-ups their responses allow) until idle too long."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from kafkaio.net.manager import ConnectionManager
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.driver import NetworkDriver
 from kafkaio.runtime.requests import PollResult, UnsentRequest
-from tests.unit.net._fake_broker import FakeBroker, FakeClient, metadata_request, run
+from tests.unit.net._fake_broker import GUARD, FakeBroker, FakeClient, metadata_request
 
 CONFIG = ConnectionConfig(request_timeout_ms=5000, connect_timeout_ms=5000)
 NODE = 1
@@ -62,6 +63,21 @@ class Sequential:
         return PollResult([UnsentRequest(NODE, request, handler, self.timeout_ms)], math.inf)
 
 
+def run(backend: str, scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run `scenario` under a hang guard; asyncio through plain ``asyncio.run`` as most
+    applications do (``anyio.run`` would mark the whole run as anyio's for sniffio, which
+    hides code that needs a task to find its backend)."""
+
+    async def guarded() -> None:
+        with anyio.fail_after(GUARD):
+            await scenario()
+
+    if backend == "asyncio":
+        asyncio.run(guarded())
+    else:
+        anyio.run(guarded, backend=backend)
+
+
 def _in_task() -> bool:
     if sniffio.current_async_library() != "asyncio":
         return True  # trio runs everything in tasks
@@ -69,11 +85,13 @@ def _in_task() -> bool:
 
 
 def _metadata_for(port: int, names: list[str]) -> Any:
+    """Nodes 1-5, all at the fake broker's port (one connection per node id)."""
     return m.MetadataResponse(
         cluster_id="fake",
         controller_id=NODE,
         brokers=[
-            m.MetadataResponse.MetadataResponseBroker(node_id=NODE, host="127.0.0.1", port=port)
+            m.MetadataResponse.MetadataResponseBroker(node_id=n, host="127.0.0.1", port=port)
+            for n in range(1, 6)
         ],
         topics=[m.MetadataResponse.MetadataResponseTopic(name=t) for t in names],
     )
@@ -177,10 +195,10 @@ def test_response_after_stop_is_dropped() -> None:
     # the second request is in flight on the fast path when the driver stops; its
     # response arrives afterwards and must not reach the handler
     manager = Sequential(count=3)
-    release = anyio.Event()
 
     async def scenario() -> None:
         port: list[int] = [0]
+        release = anyio.Event()
 
         async def handler(client: FakeClient) -> None:
             await client.answer_api_versions()
@@ -221,3 +239,60 @@ def test_without_the_asyncio_wire_every_request_uses_a_task(
     assert all(o.error is None for o in manager.outcomes)
     tasks = [o.in_task for o in manager.outcomes]
     assert tasks == ([True] + [False] * 4 if wire == "asyncio-wire" else [True] * 5)
+
+
+@dataclass
+class Stages:
+    """A manager sending its stages in turn: each stage's requests (topic, node) together,
+    once every response of the previous stage arrived."""
+
+    stages: list[list[tuple[str, int]]]
+    outcomes: list[Outcome] = field(default_factory=list)
+    waiting: int = 0
+    next_stage: int = 0
+
+    def poll(self, now: float) -> PollResult:
+        if self.waiting or self.next_stage >= len(self.stages):
+            return PollResult([], math.inf)
+        stage = self.stages[self.next_stage]
+        self.next_stage += 1
+        self.waiting = len(stage)
+        return PollResult([self._request(topic, node) for topic, node in stage], math.inf)
+
+    def _request(self, topic: str, node: int) -> UnsentRequest:
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.waiting -= 1
+            names = None if response is None else [t.name for t in response.topics]
+            self.outcomes.append(Outcome(topic, names, error, _in_task()))
+
+        return UnsentRequest(node, metadata_request(topic), handler)
+
+
+def test_follow_ups_needing_new_connections_from_a_callback(backend: str) -> None:
+    # t1's response is handled in a loop callback (node 1 is connected by then); its
+    # follow-ups go to nodes 2-5, not connected yet: more than the idle sender tasks (the
+    # metadata request's and t0's), so the driver's loop starts the rest (a callback
+    # cannot start a task)
+    follow_ups = [(f"t{n}", n) for n in range(2, 6)]
+    manager = Stages([[("t0", 1)], [("t1", 1)], follow_ups, [("t6", 5)]])
+
+    async def scenario() -> None:
+        port: list[int] = [0]
+        async with FakeBroker(_serving(port)) as broker:
+            port[0] = broker.port
+            connections = ConnectionManager(broker.bootstrap, CONFIG)
+            connections.update_nodes({n: (broker.host, broker.port) for n in range(1, 6)})
+            driver = NetworkDriver(connections, MetadataManager(), [manager])
+            async with anyio.create_task_group() as tg:
+                await tg.start(driver.run)
+                await _until(lambda: len(manager.outcomes) == 7 or driver.fatal_error)
+                driver.stop()
+            await connections.close()
+            assert driver.fatal_error is None
+
+    run(backend, scenario)
+    by_topic = {o.topic: o for o in manager.outcomes}
+    assert sorted(by_topic) == [f"t{i}" for i in range(7)]
+    assert all(o.error is None and o.names == [o.topic] for o in manager.outcomes)
+    if backend == "asyncio":
+        assert not by_topic["t1"].in_task and not by_topic["t6"].in_task
