@@ -60,6 +60,7 @@ from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 
 log = logging.getLogger("kafkaio.consumer")
@@ -178,7 +179,7 @@ class Consumer:
             key_deserializer=config.key_deserializer,
             value_deserializer=config.value_deserializer,
         )
-        self._data_ready: anyio.Event | None = None
+        self._data_ready = Wakeup()  # set when records or background events arrive
         self._buffer.on_data = self._notify
         self._background.on_put = self._notify
         self._driver: NetworkDriver | None = None
@@ -291,7 +292,6 @@ class Consumer:
         """Start the network task and load cluster metadata (bootstrap)."""
         if self._driver is not None:
             raise KafkaError("the consumer is already started; a consumer starts once")
-        self._data_ready = anyio.Event()
         self._connections = ConnectionManager(
             self._bootstrap_servers,
             self._conn_config,
@@ -398,8 +398,7 @@ class Consumer:
         return self._driver
 
     def _notify(self) -> None:
-        if self._data_ready is not None:
-            self._data_ready.set()
+        self._data_ready.set()
 
     # -- metrics and health ---------------------------------------------------------------
 
@@ -940,8 +939,8 @@ class Consumer:
             before = len(self._buffer)
             before_bytes = self._buffer.buffered_bytes
             records = self._collector.collect(limit, only)
-            if len(self._buffer) != before:
-                driver.wakeup()  # buffer space freed: the fetcher may prefetch
+            if len(self._buffer) != before and self._fetcher.waits_for_drain():
+                driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
             if records:
                 if self._registry.enabled:
                     self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
@@ -993,9 +992,9 @@ class Consumer:
             )
 
     async def _wait_for_data(self, seconds: float) -> None:
-        event = self._data_ready = anyio.Event()
-        with anyio.move_on_after(seconds):
-            await event.wait()
+        ready = self._data_ready
+        ready.clear()  # set by what arrived before this poll collected, already seen
+        await ready.wait(seconds)
 
     async def _run_background(self) -> None:
         """Run background callbacks (application side) in order, then raise the first error

@@ -117,16 +117,29 @@ class FetchManager:
         self._node_retry_at: dict[int, float] = {}
         self._partition_retry_at: dict[TopicPartition, float] = {}
         self._awaiting_metadata: dict[TopicPartition, int] = {}
+        # what the last poll held back until buffered data drains: every fetch (the buffer
+        # was full), or the fetches to these nodes
+        self._held_all = False
+        self._held: set[int] = set()
 
     @property
     def in_flight_nodes(self) -> frozenset[int]:
         return frozenset(self._in_flight)
 
+    def waits_for_drain(self) -> bool:
+        """Whether draining the buffer may let this manager send a fetch it could not send
+        at its last poll: the buffer was full, or a node with a partition held for its
+        buffered data has no fetch in flight. Otherwise the next response's poll sends what
+        draining allows, so the consumer need not wake the driver after taking records."""
+        return self._held_all or any(node not in self._in_flight for node in self._held)
+
     # -- requests -------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
         if self._buffer.buffered_bytes >= self._config.buffer_max_bytes:
+            self._held_all = True
             return PollResult([], math.inf)  # the consumer wakes the driver after draining
+        self._held_all = False
         cluster = self._metadata.cluster
         by_node: dict[int, list[tuple[TopicPartition, int | None]]] = {}
         wait = math.inf
@@ -174,6 +187,7 @@ class FetchManager:
             # (one request per node). Wait until they drain; draining wakes the driver.
             if all(self._caught_up(tp, start) for tp, start in by_node[node]):
                 del by_node[node]
+        self._held = held
         requests = [self._build(node, tps) for node, tps in by_node.items()]
         return PollResult(requests, wait)
 

@@ -1,4 +1,5 @@
-"""The flag the network task sleeps on: set by application events, responses and callbacks.
+"""A flag a task sleeps on: the network task (set by application events, responses and
+callbacks) and the consumer's poll waiting for records.
 
 A resettable anyio.Event with a timeout, cheaper on asyncio (one loop future and one timer
 per sleep instead of a new anyio Event and cancel scope), and safe to set from a transport

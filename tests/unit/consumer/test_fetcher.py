@@ -240,6 +240,53 @@ def test_caught_up_partitions_wait_for_held_partitions_of_the_same_node() -> Non
     assert _requested(request) == {0: 15, 2: 30}
 
 
+
+def test_draining_needs_a_poll_only_for_what_the_last_poll_held_back() -> None:
+    rig = _assigned_rig(max_partition_fetch_bytes=64)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    assert not rig.fetcher.waits_for_drain()  # nothing buffered, nothing held
+    requests[1].handler(
+        1,
+        fetch_response(
+            partition_data(0, batch(10, values(10, 5)), high_watermark=100),
+            partition_data(2, high_watermark=30),
+        ),
+        None,
+    )
+    # partition 0 holds its share and partition 2 is caught up: node 1 gets no request
+    assert [r.node_id for r in rig.fetcher.poll(2).requests] == []
+    assert rig.fetcher.waits_for_drain()  # draining partition 0 lets node 1 be fetched
+    rig.collector.collect()
+    (request,) = rig.fetcher.poll(3).requests
+    assert request.node_id == 1
+    assert not rig.fetcher.waits_for_drain()  # node 1's fetch is in flight again
+
+
+def test_a_prefetch_in_flight_makes_a_drain_poll_unneeded() -> None:
+    rig = _assigned_rig()
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[1].handler(1, fetch_response(partition_data(0, batch(10, values(10, 3)))), None)
+    (prefetch,) = rig.fetcher.poll(2).requests
+    assert _requested(prefetch) == {0: 13, 2: 30}
+    # the application takes the buffered records while the prefetch is out: the prefetch's
+    # response polls the manager, so the consumer need not wake the driver
+    rig.collector.collect()
+    assert not rig.fetcher.waits_for_drain()
+
+
+def test_a_full_buffer_holds_every_fetch_until_drained() -> None:
+    rig = _assigned_rig(fetch_buffer_max_bytes=64)
+    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    requests[1].handler(1, fetch_response(partition_data(0, batch(10, values(10, 5)))), None)
+    requests[2].handler(1, fetch_response(partition_data(1, batch(20, values(20, 5)))), None)
+    assert rig.buffer.buffered_bytes >= rig.config.buffer_max_bytes
+    assert rig.fetcher.poll(2).requests == []
+    assert rig.fetcher.waits_for_drain()
+    rig.collector.collect()
+    assert {r.node_id for r in rig.fetcher.poll(3).requests} == {1, 2}
+    assert not rig.fetcher.waits_for_drain()
+
+
 # -- leader epochs (KIP-320) ----------------------------------------------------------------
 
 
