@@ -334,6 +334,9 @@ class Consumer:
                 await self._close_group()
         except Exception as exc:  # closing goes on: the network task must stop
             log.warning("closing the consumer's group membership failed: %r", exc)
+        try:
+            if self._driver is not None and self._driver.running:
+                await self._close_fetch_sessions()
         finally:
             self._closed = True
             self._notify()
@@ -361,6 +364,21 @@ class Consumer:
         self._commits.fail_pending(
             KafkaError("the consumer was closed before this group operation completed")
         )
+
+    async def _close_fetch_sessions(self) -> None:
+        """Stop fetching and close this consumer's fetch sessions on the brokers that keep
+        them (KIP-227), waiting at most request_timeout_ms for their answers (a broker
+        answers after a fetch it holds, so up to fetch_max_wait_ms)."""
+        fetcher = self._fetcher
+        fetcher.close_sessions(self._notify)
+        if fetcher.sessions_closed:
+            return
+        self._wakeup()
+        with anyio.move_on_after(self._conn_config.request_timeout_ms / 1000):
+            while not fetcher.sessions_closed and self._driver is not None:
+                if not self._driver.running:
+                    return
+                await self._wait_for_data(_LEAVE_CHECK_S)
 
     async def _leave_group(self, reason: str, timeout_s: float) -> None:
         """Revoke (commit first, run the listener) and send LeaveGroup; wait until out."""

@@ -8,7 +8,8 @@ that are new or whose fetch state changed (offset, epochs, limit) and those to f
 their responses list only the partitions with something to say (records, an error, new
 watermarks). Any doubt (an error, a session error from the broker, a switch between topic
 names and topic ids, a topic re-created under a new id) falls back to a full request, which
-also closes the old session.
+also closes the old session. A consumer that closes sends each open session a final
+request (epoch -1), so the broker frees it at once instead of when its cache evicts it.
 
 A broker that does not keep sessions answers a full request with session id 0 (so do Tansu
 0.6 and librdkafka's mock cluster): every request then stays full, which is what a
@@ -24,6 +25,7 @@ from kafkaio.metadata.cluster import TopicPartition
 
 NO_SESSION = 0  # session id: none
 INITIAL_EPOCH = 0  # a full request, asking for a new session (closing session_id if not 0)
+FINAL_EPOCH = -1  # a request that closes session_id and opens none
 _MAX_EPOCH = 2**31 - 1
 # top-level errors that concern the session itself (not the partitions)
 FETCH_SESSION_ID_NOT_FOUND = 70
@@ -116,6 +118,16 @@ class FetchSession:
             self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
         self.partitions = plan.wanted
         return True
+
+    def close(self) -> SessionPlan | None:
+        """The plan of the request that closes this session (no partitions, epoch -1), or
+        None if none is open. Either way the session is over: a later plan is full."""
+        session_id, uses_ids = self.session_id, self.uses_ids
+        self.session_id = NO_SESSION
+        self._restart()
+        if session_id == NO_SESSION:
+            return None
+        return SessionPlan(session_id, FINAL_EPOCH, [], [], {}, uses_ids)
 
     def on_failure(self) -> None:
         """The request got no answer (connection lost, timeout): the broker may or may not

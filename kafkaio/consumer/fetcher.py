@@ -121,6 +121,12 @@ class FetchManager:
         # was full), or the fetches to these nodes
         self._held_all = False
         self._held: set[int] = set()
+        # closing (close_sessions): the final requests of open sessions, by node, not sent
+        # yet and sent but not answered; called once the last is answered
+        self._closing = False
+        self._close_plans: dict[int, SessionPlan] = {}
+        self._close_in_flight: set[int] = set()
+        self._on_closed: Callable[[], None] | None = None
 
     @property
     def in_flight_nodes(self) -> frozenset[int]:
@@ -133,9 +139,58 @@ class FetchManager:
         draining allows, so the consumer need not wake the driver after taking records."""
         return self._held_all or any(node not in self._in_flight for node in self._held)
 
+    def close_sessions(self, on_closed: Callable[[], None]) -> None:
+        """The consumer is closing: fetch no more, and send every open fetch session a final
+        request (KIP-227 epoch -1) so its broker frees it now. Responses to fetches still in
+        flight are dropped. ``on_closed()`` is called once every final request is answered
+        or failed (at once if no session is open; see `sessions_closed`)."""
+        self._closing = True
+        self._on_closed = on_closed
+        for node, session in self._sessions.items():
+            plan = session.close()
+            if plan is not None:
+                self._close_plans[node] = plan
+        self._check_closed()
+
+    @property
+    def sessions_closed(self) -> bool:
+        """True once `close_sessions` was called and its final requests are done."""
+        return self._closing and not self._close_plans and not self._close_in_flight
+
+    def _check_closed(self) -> None:
+        on_closed = self._on_closed
+        if on_closed is not None and self.sessions_closed:
+            self._on_closed = None
+            on_closed()
+
+    def _close_requests(self) -> PollResult:
+        requests = [self._close_request(node, plan) for node, plan in self._close_plans.items()]
+        self._close_plans.clear()
+        return PollResult(requests, math.inf)
+
+    def _close_request(self, node: int, plan: SessionPlan) -> UnsentRequest:
+        self._close_in_flight.add(node)
+        request = self._request(plan)
+        request.max_wait_ms = 0  # nothing to wait for: it lists no partitions
+
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            if error is not None:
+                log.debug("node %d: closing fetch session %d failed: %s", node, plan.session_id, error)
+            self._close_in_flight.discard(node)
+            self._check_closed()
+
+        return UnsentRequest(
+            node,
+            request,
+            handler,
+            max_version=None if plan.uses_ids else LAST_NAME_ONLY_FETCH_VERSION,
+        )
+
     # -- requests -------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
+        if self._closing:
+            return self._close_requests()
         if self._buffer.buffered_bytes >= self._config.buffer_max_bytes:
             self._held_all = True
             return PollResult([], math.inf)  # the consumer wakes the driver after draining
@@ -336,6 +391,8 @@ class FetchManager:
     ) -> None:
         if self._in_flight.get(node) is context:
             del self._in_flight[node]
+        if self._closing:
+            return  # its session is closed (or closing) and the consumer takes no more
         session = self._sessions[node]  # made by _build, with context.session
         plan = context.session
         assert plan is not None

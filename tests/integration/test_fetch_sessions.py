@@ -8,6 +8,7 @@ tests/unit/consumer/test_fetch_session.py."""
 from __future__ import annotations
 
 import logging
+import re
 
 import anyio
 import pytest
@@ -23,10 +24,39 @@ PARTITIONS = 3
 RECORDS = 3000
 
 
+async def _connect(broker: BrokerInfo) -> Connection:
+    host, port = broker.bootstrap.split(",")[0].rsplit(":", 1)
+    return await Connection.connect(host, int(port), ConnectionConfig())
+
+
+async def _incremental_fetch_error(broker: BrokerInfo, node_id: int, session_id: int) -> int:
+    """The error code broker `node_id` answers to an incremental Fetch of `session_id` at an
+    epoch the session cannot be at: 70 (FETCH_SESSION_ID_NOT_FOUND) once the session is
+    gone, 71 (INVALID_FETCH_SESSION_EPOCH) while it exists."""
+    conn = await _connect(broker)
+    try:
+        metadata = await conn.send(m.MetadataRequest(topics=[]))
+    finally:
+        await conn.close()
+    (node,) = [b for b in metadata.brokers if b.node_id == node_id]
+    conn = await Connection.connect(node.host, node.port, ConnectionConfig())
+    try:
+        request = m.FetchRequest(
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=1 << 20,
+            session_id=session_id,
+            session_epoch=2**31 - 2,
+        )
+        response = await conn.send(request, version=min(conn.version_for(m.FetchRequest), 12))
+        return int(response.error_code)
+    finally:
+        await conn.close()
+
+
 async def _session_id_of_a_full_fetch(broker: BrokerInfo, topic: str) -> int:
     """The session id a broker answers to a full Fetch that asks for a session (epoch 0)."""
-    host, port = broker.bootstrap.split(",")[0].rsplit(":", 1)
-    conn = await Connection.connect(host, int(port), ConnectionConfig())
+    conn = await _connect(broker)
     try:
         version = min(conn.version_for(m.FetchRequest), 12)  # by topic name
         if version < 7:
@@ -88,3 +118,10 @@ async def test_consumer_reads_through_fetch_sessions(
     assert opened, "the consumer opened no fetch session"
     # sessions last: at most one per leader node (<= one per partition), not one per request
     assert len(opened) <= PARTITIONS
+    # closing the consumer closed its sessions (a final request each), not left them to the
+    # broker's cache to evict
+    for record in opened:
+        match = re.match(r"node (-?\d+): fetch session 0 -> (\d+)", record.getMessage())
+        assert match is not None, record.getMessage()
+        node_id, session_id = int(match[1]), int(match[2])
+        assert await _incremental_fetch_error(kafka_broker, node_id, session_id) == 70

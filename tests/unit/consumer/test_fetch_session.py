@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from kafkaio.consumer.fetch_session import (
     FETCH_SESSION_ID_NOT_FOUND,
+    FINAL_EPOCH,
     INVALID_FETCH_SESSION_EPOCH,
     FetchSession,
     SessionPartition,
@@ -104,6 +105,18 @@ def test_switching_between_topic_names_and_ids_starts_a_new_session() -> None:
     assert plan.full and plan.send == [A]
 
 
+def test_closing_plans_a_final_request_only_for_an_open_session() -> None:
+    s = FetchSession()
+    assert s.close() is None  # no session yet: nothing to close
+    s.on_response(s.plan({A: part(0)}, True), 0, 9)
+    final = s.close()
+    assert final is not None
+    assert (final.session_id, final.epoch, final.send, final.forget) == (9, FINAL_EPOCH, [], [])
+    assert s.close() is None  # closed once
+    again = s.plan({A: part(1)}, True)  # a later request opens a new session
+    assert (again.session_id, again.epoch, again.send) == (0, 0, [A])
+
+
 def test_the_epoch_wraps_to_one() -> None:
     s = FetchSession()
     s.on_response(s.plan({A: part(0)}, True), 0, 9)
@@ -127,7 +140,8 @@ class SessionBroker:
     """One node of a simulated cluster that keeps fetch sessions as KIP-227 says: a full
     request (epoch 0) opens one (closing `session_id` if given); an incremental request must
     carry the next epoch, updates the listed partitions, drops the forgotten ones, and gets
-    back only the partitions that have records or a new high watermark. Each partition's log
+    back only the partitions that have records or a new high watermark; a final request
+    (epoch -1) closes `session_id` and is answered without a session. Each partition's log
     is a list of values (offset = index). `restart()` forgets every session."""
 
     logs: dict[TopicPartition, list[bytes]]
@@ -149,6 +163,9 @@ class SessionBroker:
             for t in request.topics
             for p in t.partitions
         }
+        if request.session_epoch == FINAL_EPOCH:
+            self.sessions.pop(request.session_id, None)
+            return m.FetchResponse(session_id=0, responses=[])
         if request.session_epoch == 0:
             self.sessions.pop(request.session_id, None)
             session_id, self.next_id = self.next_id, self.next_id + 1
@@ -284,3 +301,47 @@ def test_lost_connection_closes_the_session_with_the_next_full_request() -> None
     assert _listed(retry.request) == {0: 1, 1: 0, 2: 0}
     broker.answer(retry, 1000)
     assert 100 not in broker.sessions and 101 in broker.sessions
+
+
+def test_closing_sends_each_open_session_a_final_request_and_reports_when_answered() -> None:
+    logs = {A: [b"a0"], B: [], C: []}
+    broker = SessionBroker(logs)
+    rig = _single_node_rig()
+    _round(rig, broker, 0)
+    assert list(broker.sessions) == [100]
+    (held,) = rig.fetcher.poll(1).requests  # a fetch the broker holds while we close
+    closed: list[int] = []
+    rig.fetcher.close_sessions(lambda: closed.append(1))
+    assert not rig.fetcher.sessions_closed and closed == []
+    (final,) = rig.fetcher.poll(2).requests
+    request: m.FetchRequest = final.request
+    assert (request.session_id, request.session_epoch) == (100, FINAL_EPOCH)
+    assert request.topics == [] and request.forgotten_topics_data == []
+    assert request.max_wait_ms == 0
+    assert rig.fetcher.poll(3).requests == []  # nothing else is fetched while closing
+    logs[A].append(b"a1")
+    broker.answer(held, 4)  # the held fetch comes back first: dropped, session untouched
+    assert not rig.buffer.has_data(A)
+    broker.answer(final, 5)
+    assert broker.sessions == {} and closed == [1] and rig.fetcher.sessions_closed
+
+
+def test_closing_without_a_session_sends_nothing() -> None:
+    rig = _single_node_rig()
+    (first,) = rig.fetcher.poll(0).requests
+    first.handler(0, m.FetchResponse(session_id=0, responses=[]), None)  # no sessions kept
+    closed: list[int] = []
+    rig.fetcher.close_sessions(lambda: closed.append(1))
+    assert closed == [1] and rig.fetcher.sessions_closed
+    assert rig.fetcher.poll(1).requests == []
+
+
+def test_a_failed_final_request_still_ends_the_close() -> None:
+    broker = SessionBroker({A: [b"a0"], B: [], C: []})
+    rig = _single_node_rig()
+    _round(rig, broker, 0)
+    closed: list[int] = []
+    rig.fetcher.close_sessions(lambda: closed.append(1))
+    (final,) = rig.fetcher.poll(1).requests
+    final.handler(1, None, KafkaConnectionError("gone"))
+    assert closed == [1] and rig.fetcher.sessions_closed
