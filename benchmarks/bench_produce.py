@@ -1,5 +1,5 @@
 """Produce throughput: kafkaio, aiokafka, confluent-kafka (sync and aio), kafka-python and
-the broker ceiling (pre-built batches, see ceiling.py), each in a fresh child process
+the broker ceilings (pre-built batches, 5 or 1 requests in flight, see ceiling.py), each in a fresh child process
 against the same broker (a fresh embedded Tansu per run).
 
 Run ``python -m benchmarks.bench_produce [-n N] [--runs R] [--quick]``; prints a markdown
@@ -17,7 +17,8 @@ from benchmarks.common import BenchBroker, add_broker_argument
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
-CLIENTS = (*clients.PEERS, clients.CEILING)  # the broker's limit: see ceiling.py
+# the broker's limits, with 5 requests in flight and with 1: see ceiling.py
+CLIENTS = (*clients.PEERS, clients.CEILING, clients.ORDERED_CEILING)
 
 
 @dataclass(frozen=True, slots=True)

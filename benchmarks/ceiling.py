@@ -1,5 +1,7 @@
-"""The "broker ceiling" pseudo-client of the produce suite: kafkaio's protocol layer sends
-pre-built batches with 5 requests in flight and no per-record client work (child process).
+"""The "broker ceiling" pseudo-clients of the produce suite: kafkaio's protocol layer sends
+pre-built batches with no per-record client work (child process), 5 requests in flight (the
+broker's limit) or 1 (the limit of a client that keeps one batch per partition in flight, as
+kafkaio and aiokafka do for per-partition order, with one partition as here).
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ CEILING_NOTE = (
     "uncompressed bytes with 5 requests in flight, no client work per record: about the "
     "most this broker takes at these settings for clients that size batches by "
     "uncompressed bytes (its wall time covers the sends only, not client start)"
+)
+ORDERED_CEILING_NOTE = (
+    "broker ceiling, 1 in flight: the same pre-built batches one request at a time, the most "
+    "this broker takes from a client that keeps one batch per partition in flight (kafkaio "
+    "and aiokafka do, so that a retry cannot reorder a partition's records without "
+    "idempotence; confluent-kafka pipelines), one partition as here"
 )
 
 
@@ -101,7 +109,7 @@ async def _leader(bootstrap: str, topic: str, partition: int) -> tuple[str, int]
         return node.host, node.port
 
 
-async def _ceiling(bootstrap: str, topic: str, spec: ProduceSpec) -> Metrics:
+async def _ceiling(bootstrap: str, topic: str, spec: ProduceSpec, in_flight: int) -> Metrics:
     from kafkaio.net import Connection, ConnectionConfig
 
     partition = 0
@@ -111,7 +119,7 @@ async def _ceiling(bootstrap: str, topic: str, spec: ProduceSpec) -> Metrics:
     if work.rest_batch is not None:
         requests.append(_request(topic, partition, acks, work.rest_batch))
     host, port = await _leader(bootstrap, topic, partition)
-    config = ConnectionConfig(max_in_flight_requests_per_connection=IN_FLIGHT)
+    config = ConnectionConfig(max_in_flight_requests_per_connection=in_flight)
     conn = await Connection.connect(host, port, config)
     try:
         warm_up = _batch(spec, b"warm-up", 1)[0]
@@ -123,14 +131,16 @@ async def _ceiling(bootstrap: str, topic: str, spec: ProduceSpec) -> Metrics:
                 _check(await conn.send(request), topic)
 
         with Meter() as meter:
-            await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))  # Python 3.10
+            await asyncio.gather(*(worker() for _ in range(in_flight)))  # Python 3.10
     finally:
         await conn.close()
     return meter.throughput(spec.records, spec.size)
 
 
-def measure_ceiling(bootstrap: str, topic: str, spec: ProduceSpec) -> Metrics:
-    """Child: send spec.records values to partition 0 as pre-built batches, `IN_FLIGHT`
+def measure_ceiling(
+    bootstrap: str, topic: str, spec: ProduceSpec, in_flight: int = IN_FLIGHT
+) -> Metrics:
+    """Child: send spec.records values to partition 0 as pre-built batches, `in_flight`
     requests at a time; wall and CPU time cover the sends only."""
-    note(CEILING_NOTE)
-    return asyncio.run(_ceiling(bootstrap, topic, spec))
+    note(CEILING_NOTE if in_flight == IN_FLIGHT else ORDERED_CEILING_NOTE)
+    return asyncio.run(_ceiling(bootstrap, topic, spec, in_flight))

@@ -25,7 +25,7 @@ from benchmarks.common import (
     unstamp,
 )
 from benchmarks.isolate import Meter, Metrics
-from benchmarks.report import CEILING, note
+from benchmarks.report import CEILING, ORDERED_CEILING, note
 
 KAFKAIO = "kafkaio"
 KAFKAIO_ITER = "kafkaio (async for)"
@@ -34,11 +34,13 @@ CONFLUENT = "confluent-kafka (sync)"
 CONFLUENT_AIO = "confluent-kafka (aio)"
 KAFKA_PYTHON = "kafka-python"
 PEERS = (KAFKAIO, AIOKAFKA, CONFLUENT, CONFLUENT_AIO, KAFKA_PYTHON)  # kafkaio first
-# CEILING ("broker ceiling", from report): produce only, pre-built batches, see ceiling.py
+# CEILING ("broker ceiling") and ORDERED_CEILING (one request in flight), from report:
+# produce only, pre-built batches, see ceiling.py
 
 # modules each client imports: loaded in the child before the clock starts (kafkaio loads
 # its modules on first use, so its clients list what they use; see also _prepare)
 _KAFKAIO_MODULES = ("kafkaio", "kafkaio.producer", "kafkaio.consumer", "kafkaio.admin")
+_CEILING_MODULES = ("kafkaio.admin", "kafkaio.net", "kafkaio.protocol.messages", "kafkaio.records")
 _IMPORTS = {
     KAFKAIO: _KAFKAIO_MODULES,
     KAFKAIO_ITER: _KAFKAIO_MODULES,
@@ -46,7 +48,8 @@ _IMPORTS = {
     CONFLUENT: ("confluent_kafka",),
     CONFLUENT_AIO: ("confluent_kafka.aio",),
     KAFKA_PYTHON: ("kafka",),
-    CEILING: ("kafkaio.admin", "kafkaio.net", "kafkaio.protocol.messages", "kafkaio.records"),
+    CEILING: _CEILING_MODULES,
+    ORDERED_CEILING: _CEILING_MODULES,
 }
 
 
@@ -250,6 +253,8 @@ def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) 
     _prepare(client)
     if client == CEILING:
         return measure_ceiling(bootstrap, topic, spec)
+    if client == ORDERED_CEILING:
+        return measure_ceiling(bootstrap, topic, spec, in_flight=1)
     value = payload(spec.size)
     with Meter() as meter:
         PRODUCERS[client](bootstrap, topic, value, spec)

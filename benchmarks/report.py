@@ -20,6 +20,10 @@ from typing import Any
 
 BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
 CEILING = "broker ceiling"  # produce pseudo-client: on the chart a line per case, not a bar
+# the same with one request in flight: the most a client that keeps one batch per partition
+# in flight (for order, as kafkaio and aiokafka do) can get from this broker; a dotted line
+ORDERED_CEILING = "broker ceiling, 1 in flight"
+CEILINGS = (CEILING, ORDERED_CEILING)
 NOTES: set[str] = set()  # what could not be measured, and why; printed after the tables
 
 
@@ -184,7 +188,7 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
     if not suites:
         return False
     every_client = list(
-        dict.fromkeys(r.client for r in rows if r.suite in suites and r.client != CEILING)
+        dict.fromkeys(r.client for r in rows if r.suite in suites and r.client not in CEILINGS)
     )
     palette = plt.get_cmap("tab10")
     colors = {client: palette(i % 10) for i, client in enumerate(every_client)}
@@ -192,7 +196,7 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
     for ax, suite in zip(axes[:, 0], suites, strict=True):
         suite_rows = [r for r in rows if r.suite == suite]
         cases = list(dict.fromkeys(r.case for r in suite_rows))
-        clients = list(dict.fromkeys(r.client for r in suite_rows if r.client != CEILING))
+        clients = list(dict.fromkeys(r.client for r in suite_rows if r.client not in CEILINGS))
         base = {r.case: r.metrics["msg_per_s"] for r in suite_rows if r.client == BASELINE}
         width = 0.8 / max(len(clients), 1)
         highest = 2.0  # of the bars (and the dashed 2x line)
@@ -205,7 +209,8 @@ def chart(rows: Sequence[Row], path: Path) -> bool:
             positions = [c + i * width for c in range(len(cases))]
             ax.bar(positions, values, width, label=client, color=colors[client])
             highest = max(highest, *values)
-        _ceiling_marks(ax, suite_rows, cases, base, width, len(clients), 1.4 * highest)
+        for ceiling in CEILINGS:
+            _ceiling_marks(ax, suite_rows, cases, base, width, len(clients), 1.4 * highest, ceiling)
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.axhline(2.0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_xticks([c + width * (len(clients) - 1) / 2 for c in range(len(cases))])
@@ -227,14 +232,17 @@ def _ceiling_marks(
     width: float,
     bars: int,
     top: float,
+    ceiling: str = CEILING,
 ) -> None:
-    """The broker ceiling of each case: a black line across the case's bars at its msg/s
-    relative to the baseline, labelled with that ratio. A ceiling far above every bar is
-    drawn at `top` (the axis ends there) so the bars stay readable."""
-    label: str | None = CEILING
+    """A broker ceiling (`ceiling`: CEILING, a solid line, or ORDERED_CEILING, dotted) of
+    each case: a black line across the case's bars at its msg/s relative to the baseline,
+    labelled with that ratio. A ceiling far above every bar is drawn at `top` (the axis ends
+    there) so the bars stay readable."""
+    label: str | None = ceiling
+    style = "solid" if ceiling == CEILING else "dotted"
     clipped = False
     for c, case in enumerate(cases):
-        row = next((r for r in rows if r.case == case and r.client == CEILING), None)
+        row = next((r for r in rows if r.case == case and r.client == ceiling), None)
         theirs = base.get(case)
         if row is None or not theirs:
             continue
@@ -242,14 +250,23 @@ def _ceiling_marks(
         drawn = min(level, top)
         clipped = clipped or level > top
         left = c - width / 2  # bar i of a case is centred at c + i * width
-        ax.hlines(drawn, left, left + bars * width, colors="black", linewidth=2, label=label)
+        ax.hlines(
+            drawn,
+            left,
+            left + bars * width,
+            colors="black",
+            linewidth=2 if ceiling == CEILING else 1.5,
+            linestyles=style,
+            label=label,
+        )
+        solid = ceiling == CEILING  # its ratio at the right end, the dotted one's at the left
         ax.annotate(
             f"{level:.1f}x" + (" (off scale)" if level > top else ""),
-            (left + bars * width, drawn),
+            (left + bars * width if solid else left, drawn),
             xytext=(2, 2),
             textcoords="offset points",
             fontsize=7,
-            ha="right",
+            ha="right" if solid else "left",
             va="bottom",
         )
         label = None  # one legend entry

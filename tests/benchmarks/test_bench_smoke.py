@@ -48,7 +48,8 @@ def test_one_produce_cell_measures_every_client_in_its_own_process() -> None:
     expected = clients.available(bench_produce.CLIENTS)
     assert [r.client for r in rows] == list(expected)
     assert clients.KAFKAIO in expected and clients.KAFKA_PYTHON in expected
-    assert clients.CEILING in expected  # the broker ceiling row of every case
+    assert clients.CEILING in expected  # the broker ceiling rows of every case
+    assert clients.ORDERED_CEILING in expected
     for row in rows:
         assert row.case == "100 B, none, acks=1"
         assert row.metrics["records"] == 2000
