@@ -445,14 +445,7 @@ class Connection:
                 self._check_open()
         future: asyncio.Future[Any] = loop.create_future()
         slot = _FutureWaiter(future)
-        try:
-            correlation_id = self._ids.next()
-            frame = encode_request(request, version, correlation_id, self.config.client_id)
-        except BaseException:
-            capacity.release()
-            raise
-        self._inflight.add(correlation_id, request.API_KEY, version, deadline, slot)
-        wire.write(frame)  # the transport buffers the whole frame: it is never cut in half
+        self._write_on_wire(wire, request, version, deadline, slot)
         timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
         try:
             response = await future
@@ -484,17 +477,29 @@ class Connection:
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         deadline = now + seconds
         slot = _CallbackWaiter(loop, on_done)
+        self._write_on_wire(wire, request, version, deadline, slot)
+        self.last_used = now
+        slot.timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
+        return True
+
+    def _write_on_wire(
+        self,
+        wire: AsyncioWire,
+        request: Any,
+        version: int,
+        deadline: float,
+        slot: _FutureWaiter | _CallbackWaiter,
+    ) -> None:
+        """Encode `request` under the next correlation id, note it in flight with `slot` and
+        write its frame (an in-flight permit is held: released again if encoding fails)."""
         try:
             correlation_id = self._ids.next()
             frame = encode_request(request, version, correlation_id, self.config.client_id)
         except BaseException:
-            capacity.release()
+            self._capacity.release()
             raise
         self._inflight.add(correlation_id, request.API_KEY, version, deadline, slot)
-        self.last_used = now
-        wire.write(frame)
-        slot.timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
-        return True
+        wire.write(frame)  # the transport buffers the whole frame: it is never cut in half
 
     def _wire_deadline(
         self, slot: _FutureWaiter | _CallbackWaiter, request: Any, version: int, seconds: float
