@@ -367,10 +367,12 @@ class Consumer:
 
     async def _close_fetch_sessions(self) -> None:
         """Stop fetching and close this consumer's fetch sessions on the brokers that keep
-        them (KIP-227), waiting at most request_timeout_ms for their answers (a broker
-        answers after a fetch it holds, so up to fetch_max_wait_ms)."""
+        them (KIP-227) and are connected, waiting at most request_timeout_ms for their
+        answers (a broker answers after a fetch it holds, so up to fetch_max_wait_ms)."""
         fetcher = self._fetcher
-        fetcher.close_sessions(self._notify)
+        connections = self._connections
+        assert connections is not None
+        fetcher.close_sessions(self._notify, lambda node: connections.ready(node) is not None)
         if fetcher.sessions_closed:
             return
         self._wakeup()

@@ -139,17 +139,24 @@ class FetchManager:
         draining allows, so the consumer need not wake the driver after taking records."""
         return self._held_all or any(node not in self._in_flight for node in self._held)
 
-    def close_sessions(self, on_closed: Callable[[], None]) -> None:
-        """The consumer is closing: fetch no more, and send every open fetch session a final
-        request (KIP-227 epoch -1) so its broker frees it now. Responses to fetches still in
-        flight are dropped. ``on_closed()`` is called once every final request is answered
-        or failed (at once if no session is open; see `sessions_closed`)."""
+    def close_sessions(
+        self, on_closed: Callable[[], None], reachable: Callable[[int], bool] = lambda node: True
+    ) -> None:
+        """The consumer is closing: fetch no more, and send every open fetch session on a
+        `reachable` node (one with an open connection) a final request (KIP-227 epoch -1) so
+        its broker frees it now; as Java's consumer, no connection is made for it. Responses
+        to fetches still in flight are dropped. ``on_closed()`` is called once every final
+        request is answered or failed (at once if none is sent; see `sessions_closed`)."""
         self._closing = True
         self._on_closed = on_closed
         for node, session in self._sessions.items():
             plan = session.close()
-            if plan is not None:
+            if plan is None:
+                continue
+            if reachable(node):
                 self._close_plans[node] = plan
+            else:
+                log.debug("node %d: not connected; fetch session %d left to expire", node, plan.session_id)
         self._check_closed()
 
     @property

@@ -345,3 +345,13 @@ def test_a_failed_final_request_still_ends_the_close() -> None:
     (final,) = rig.fetcher.poll(1).requests
     final.handler(1, None, KafkaConnectionError("gone"))
     assert closed == [1] and rig.fetcher.sessions_closed
+
+
+def test_a_session_on_a_node_without_a_connection_is_left_to_expire() -> None:
+    broker = SessionBroker({A: [b"a0"], B: [], C: []})
+    rig = _single_node_rig()
+    _round(rig, broker, 0)
+    closed: list[int] = []
+    rig.fetcher.close_sessions(lambda: closed.append(1), reachable=lambda node: False)
+    assert closed == [1] and rig.fetcher.sessions_closed
+    assert rig.fetcher.poll(1).requests == []  # no connection is made to close it
