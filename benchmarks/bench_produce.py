@@ -1,6 +1,6 @@
 """Produce throughput: kafkaio, aiokafka, confluent-kafka (sync and aio), kafka-python and
-the broker ceilings (pre-built batches, 5 or 1 requests in flight, see ceiling.py), each in a fresh child process
-against the same broker (a fresh embedded Tansu per run).
+the broker ceilings (pre-built batches, 5 or 1 requests in flight, see ceiling.py), each in
+a fresh child process against the same broker (a fresh embedded Tansu per run).
 
 Run ``python -m benchmarks.bench_produce [-n N] [--runs R] [--quick]``; prints a markdown
 table (msg/s, MB/s, client CPU µs/record incl. librdkafka's threads, peak RSS of the child).

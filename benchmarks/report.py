@@ -239,7 +239,7 @@ def _ceiling_marks(
     labelled with that ratio. A ceiling far above every bar is drawn at `top` (the axis ends
     there) so the bars stay readable."""
     label: str | None = ceiling
-    style = "solid" if ceiling == CEILING else "dotted"
+    solid = ceiling == CEILING  # its ratio at the right end, the dotted one's at the left
     clipped = False
     for c, case in enumerate(cases):
         row = next((r for r in rows if r.case == case and r.client == ceiling), None)
@@ -255,11 +255,10 @@ def _ceiling_marks(
             left,
             left + bars * width,
             colors="black",
-            linewidth=2 if ceiling == CEILING else 1.5,
-            linestyles=style,
+            linewidth=2 if solid else 1.5,
+            linestyles="solid" if solid else "dotted",
             label=label,
         )
-        solid = ceiling == CEILING  # its ratio at the right end, the dotted one's at the left
         ax.annotate(
             f"{level:.1f}x" + (" (off scale)" if level > top else ""),
             (left + bars * width if solid else left, drawn),

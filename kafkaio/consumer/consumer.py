@@ -369,17 +369,14 @@ class Consumer:
         """Stop fetching and close this consumer's fetch sessions on the brokers that keep
         them (KIP-227) and are connected, waiting at most request_timeout_ms for their
         answers (a broker answers after a fetch it holds, so up to fetch_max_wait_ms)."""
-        fetcher = self._fetcher
-        connections = self._connections
-        assert connections is not None
+        fetcher, driver, connections = self._fetcher, self._driver, self._connections
+        assert driver is not None and connections is not None
         fetcher.close_sessions(self._notify, lambda node: connections.ready(node) is not None)
         if fetcher.sessions_closed:
             return
-        self._wakeup()
+        driver.wakeup()
         with anyio.move_on_after(self._conn_config.request_timeout_ms / 1000):
-            while not fetcher.sessions_closed and self._driver is not None:
-                if not self._driver.running:
-                    return
+            while not fetcher.sessions_closed and driver.running:
                 await self._wait_for_data(_LEAVE_CHECK_S)
 
     async def _leave_group(self, reason: str, timeout_s: float) -> None:

@@ -156,7 +156,9 @@ class FetchManager:
             if reachable(node):
                 self._close_plans[node] = plan
             else:
-                log.debug("node %d: not connected; fetch session %d left to expire", node, plan.session_id)
+                log.debug(
+                    "node %d: not connected; fetch session %d left to expire", node, plan.session_id
+                )
         self._check_closed()
 
     @property
@@ -182,7 +184,9 @@ class FetchManager:
 
         def handler(now: float, response: Any, error: BaseException | None) -> None:
             if error is not None:
-                log.debug("node %d: closing fetch session %d failed: %s", node, plan.session_id, error)
+                log.debug(
+                    "node %d: closing fetch session %d failed: %s", node, plan.session_id, error
+                )
             self._close_in_flight.discard(node)
             self._check_closed()
 
