@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,17 @@ class _IdleSender:
         self.wakeup = Wakeup()
 
 
+class _Line:
+    """The requests to one node on the task path, in the order the managers made them; a
+    sender task writes its request only at the head of the line."""
+
+    __slots__ = ("requests", "moved")
+
+    def __init__(self) -> None:
+        self.requests: deque[UnsentRequest] = deque()
+        self.moved = anyio.Event()  # set (and replaced) whenever a request leaves the line
+
+
 class DriverStoppedError(KafkaError):
     """The client's network task has stopped (the client was closed, or a bug stopped it)."""
 
@@ -100,6 +112,11 @@ class NetworkDriver:
         # requests a loop callback could neither write nor hand to an idle sender task (a
         # task cannot be started from a callback): the loop dispatches them
         self._deferred: list[UnsentRequest] = []
+        # per node: requests that took the task path and have not reached their connection
+        # yet. While there are any, later requests to the node take that path too, behind
+        # them: requests reach a broker in the order the managers made them (the producer
+        # relies on it when several batches of a partition are in flight)
+        self._lines: dict[int, _Line] = {}
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
 
@@ -184,8 +201,9 @@ class NetworkDriver:
         """Poll every manager once, start sending their requests; returns ms to sleep."""
         requests, wait = self._poll_managers()
         if self._deferred:
-            requests = self._deferred + requests
-            self._deferred = []
+            deferred, self._deferred = self._deferred, []
+            for request in deferred:
+                self._to_task(request)  # queued already (`_queue`)
         for request in requests:
             self._dispatch(request)
         return wait
@@ -245,7 +263,40 @@ class NetworkDriver:
         it to an idle sender task, or start one (a task per request in flight, kept for
         reuse: starting a task costs more than waking one)."""
         if not self._send_now(request):
+            self._queue(request)
             self._to_task(request)
+
+    def _queue(self, request: UnsentRequest) -> None:
+        """`request` takes the task path: later requests to its node line up behind it."""
+        node_id = request.node_id
+        if node_id is not None:
+            line = self._lines.get(node_id)
+            if line is None:
+                line = self._lines[node_id] = _Line()
+            line.requests.append(request)
+
+    async def _wait_turn(self, request: UnsentRequest) -> None:
+        """Wait until the requests queued before `request` to its node have left the line."""
+        node_id = request.node_id
+        if node_id is None:
+            return
+        line = self._lines[node_id]
+        while line.requests[0] is not request:
+            await line.moved.wait()
+
+    def _dequeue(self, request: UnsentRequest) -> None:
+        """`request` reached its connection (it is written, or waits for an in-flight
+        permit in line), or failed before: the next request to its node may go."""
+        node_id = request.node_id
+        if node_id is None:
+            return
+        line = self._lines[node_id]
+        line.requests.remove(request)  # the head, unless it failed while waiting its turn
+        line.moved.set()
+        if line.requests:
+            line.moved = anyio.Event()
+        else:
+            del self._lines[node_id]
 
     def _to_task(self, request: UnsentRequest) -> None:
         if self._idle:
@@ -261,9 +312,10 @@ class NetworkDriver:
         and run its handler from an event-loop callback once the response is read
         (`_on_response`), so neither waits for a sender task to be scheduled. False when
         the request needs a task: no open connection yet, every in-flight permit taken, any
-        node, no response expected, trio or TLS, or an error to hand to the handler."""
+        node, no response expected, trio or TLS, an error to hand to the handler, or an
+        earlier request to the node still on its way in a task (see `_lines`)."""
         node_id = unsent.node_id
-        if node_id is None or not unsent.expect_response:
+        if node_id is None or not unsent.expect_response or node_id in self._lines:
             return False
         conn = self.connections.ready(node_id)
         if conn is None:
@@ -296,6 +348,7 @@ class NetworkDriver:
             for request in self._poll_after_response():
                 if self._send_now(request):
                     continue
+                self._queue(request)
                 if self._idle:
                     self._to_task(request)
                 else:
@@ -334,6 +387,7 @@ class NetworkDriver:
             for follow_up in follow_ups:
                 if self._send_now(follow_up):
                     continue
+                self._queue(follow_up)
                 if request is None:
                     request = follow_up  # sent from this task (it is here already)
                 else:
@@ -343,16 +397,20 @@ class NetworkDriver:
         """Send one request and run its handler; False if it failed."""
         response: Any = None
         error: BaseException | None = None
+        queued = True
         try:
             try:
                 if unsent.node_id is None:
                     conn = await self.connections.least_loaded()
                 else:
+                    await self._wait_turn(unsent)
                     conn = await self.connections.get(unsent.node_id)
             except KafkaError as exc:
                 if not exc.retriable:
                     self._fail_setup(exc)
                 raise
+            queued = False
+            self._dequeue(unsent)  # nothing yields from here until it is written or in line
             version = self._version(conn, unsent)
             if unsent.expect_response:
                 timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
@@ -361,6 +419,9 @@ class NetworkDriver:
                 await conn.send_no_response(unsent.request, version=version)
         except KafkaError as exc:
             error = exc
+        finally:
+            if queued:
+                self._dequeue(unsent)
         self._handle(unsent, response, error)
         return error is None
 

@@ -296,3 +296,70 @@ def test_follow_ups_needing_new_connections_from_a_callback(backend: str) -> Non
     assert all(o.error is None and o.names == [o.topic] for o in manager.outcomes)
     if backend == "asyncio":
         assert not by_topic["t1"].in_task and not by_topic["t6"].in_task
+
+
+@dataclass
+class Window:
+    """A manager keeping up to `window` requests to NODE in flight (more than the
+    connection's in-flight permits), `total` in all, numbered in the order it makes them:
+    like a producer with several batches of a partition in flight."""
+
+    total: int
+    window: int
+    made: int = 0
+    in_flight: int = 0
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def poll(self, now: float) -> PollResult:
+        requests = []
+        while self.made < self.total and self.in_flight < self.window:
+            requests.append(self._request(f"t{self.made}"))
+            self.made += 1
+            self.in_flight += 1
+        return PollResult(requests, math.inf)
+
+    def _request(self, topic: str) -> UnsentRequest:
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.in_flight -= 1
+            names = None if response is None else [t.name for t in response.topics]
+            self.outcomes.append(Outcome(topic, names, error, _in_task()))
+
+        return UnsentRequest(NODE, metadata_request(topic), handler)
+
+
+def test_requests_reach_the_broker_in_the_order_they_were_made(backend: str) -> None:
+    # The first requests wait for the connection in sender tasks, and while they do,
+    # responses free permits for later ones: a later request must never overtake an
+    # earlier one, whichever way each is written (from a task or at once).
+    manager = Window(total=60, window=8)
+    received: list[str] = []
+    limited = ConnectionConfig(
+        request_timeout_ms=5000, connect_timeout_ms=5000, max_in_flight_requests_per_connection=3
+    )
+
+    async def scenario() -> None:
+        port: list[int] = [0]
+
+        async def handler(client: FakeClient) -> None:
+            await client.answer_api_versions()
+            while True:
+                got = await client.read_request()
+                names = [t.name for t in got.request.topics or []]
+                received.extend(names)
+                await client.respond(got, _metadata_for(port[0], names))
+
+        async with FakeBroker(handler) as broker:
+            port[0] = broker.port
+            connections = ConnectionManager(broker.bootstrap, limited)
+            connections.update_nodes({NODE: (broker.host, broker.port)})
+            driver = NetworkDriver(connections, MetadataManager(), [manager])
+            async with anyio.create_task_group() as tg:
+                await tg.start(driver.run)
+                await _until(lambda: len(manager.outcomes) == manager.total or driver.fatal_error)
+                driver.stop()
+            await connections.close()
+            assert driver.fatal_error is None
+
+    run(backend, scenario)
+    assert all(o.error is None for o in manager.outcomes)
+    assert received == [f"t{i}" for i in range(manager.total)]
