@@ -140,8 +140,10 @@ CONNECTION: dict[str, OptionDoc] = {
         "`reconnect.backoff.max.ms`",
     ),
     "max_in_flight_requests_per_connection": OptionDoc(
-        "Requests sent on one connection before their answers arrive (pipelining). "
-        "Idempotent and transactional producers need at most 5.",
+        "Requests sent on one connection before their answers arrive (pipelining). A "
+        "producer may then have several full batches of a partition in flight; without "
+        "idempotence a retry can reorder them (set 1 to keep order). Idempotent and "
+        "transactional producers need at most 5.",
         "`max.in.flight.requests.per.connection`",
     ),
     "max_response_size": OptionDoc(

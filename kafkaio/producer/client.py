@@ -448,9 +448,9 @@ class Producer:
 
     def _batch_full(self, tp: TopicPartition) -> None:
         """A batch of `tp` filled up: wake the network task, and give it a turn at the next
-        record. Not while a batch of `tp` is in flight: it could not be sent before that
-        one's response, whose handling polls the sender anyway."""
-        if self._sender.has_in_flight(tp):
+        record. Not while `tp` has as many batches in flight as it may: this one could not
+        be sent before a response, whose handling polls the sender anyway."""
+        if not self._sender.may_send_full(tp):
             return
         assert self._driver is not None
         self._driver.wakeup()

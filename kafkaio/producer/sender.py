@@ -40,11 +40,16 @@ log = logging.getLogger("kafkaio.producer")
 class Sender:
     """Turns accumulated batches into ProduceRequests and their responses into outcomes.
 
-    At most ``max_in_flight`` requests per broker, and one batch per partition in flight
-    (as aiokafka does; the Java client pipelines up to 5 per partition and relies on the
-    broker rejecting sequence gaps, which librdkafka's mock cluster does not do): order
-    within a partition holds through retries on any broker, with or without idempotence,
-    for little throughput (a request carries one batch per partition anyway).
+    At most ``max_in_flight`` requests per broker, each with at most one batch per
+    partition. As in the Java client, ``max_in_flight`` > 1 lets a partition have several
+    batches in flight, but here only full ones are sent ahead of an unanswered batch (a
+    batch that is not full waits for the answer and fills up meanwhile, so small records
+    still travel in large batches). Retries go one at a time: a batch to retry waits until
+    nothing of its partition is in flight, and newer batches wait behind it. With
+    idempotence the broker rejects a batch sent after one that failed (a sequence gap), so
+    order holds through retries; without it, a retry can land after a newer batch (the
+    Java client's documented rule). ``max_in_flight`` 1 keeps order on any broker, also one
+    that does not check sequences (librdkafka's mock cluster).
     Retriable errors put a batch back at the front of its partition after an exponential
     backoff, until its delivery deadline; errors that mean stale metadata also ask the
     MetadataManager for a refresh. Idempotence adds sequence numbers, so a retry of a
@@ -96,6 +101,12 @@ class Sender:
     def has_in_flight(self, tp: TopicPartition) -> bool:
         """True while a batch of `tp` is in flight (its response will poll the sender)."""
         return tp in self._tp_in_flight
+
+    def may_send_full(self, tp: TopicPartition) -> bool:
+        """Whether a full batch of `tp` may be sent now, as far as the batches of `tp` in
+        flight go (a producer wakes the network task for it only then)."""
+        in_flight = self._tp_in_flight.get(tp)
+        return in_flight is None or len(in_flight) < self._config.max_in_flight
 
     def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
         return list(self._tp_in_flight.get(tp, ()))
@@ -165,8 +176,11 @@ class Sender:
                 self._done(batch, now)
 
     def _may_send(self, batch: ProducerBatch) -> bool:
-        if batch.tp in self._tp_in_flight:
-            return False  # one batch per partition in flight: order holds on any broker
+        in_flight = self._tp_in_flight.get(batch.tp)
+        if in_flight is not None and not (
+            batch.closed and not batch.attempts and len(in_flight) < self._config.max_in_flight
+        ):
+            return False  # see the class docstring: only full, new batches are sent ahead
         txn = self.transactions
         if txn is not None and not txn.partition_ready(batch.tp):
             return False  # AddPartitionsToTxn first
@@ -301,7 +315,10 @@ class Sender:
             return
         idem = self.idempotence
         if self.transactions is not None:
-            if isinstance(
+            if isinstance(error, OutOfOrderSequenceNumberError) and not idem.is_next(batch):
+                # an earlier batch of the partition failed and is retried: not a gap of ours
+                self._retry(batch, error, now)
+            elif isinstance(
                 error,
                 OutOfOrderSequenceNumberError
                 | UnknownProducerIdError

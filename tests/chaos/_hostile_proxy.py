@@ -37,6 +37,7 @@ class HostileProxy(LoopbackServer):
         self.upstream = (upstream_host, upstream_port)
         self.mode = "pass"
         self.hostile_frames = 0
+        self.max_produce_in_flight = 0  # the most Produce requests unanswered on a connection
         self._rnd = random.Random(7)
 
     def _rewrite(self, api_key: int, version: int, frame: bytes) -> bytes:
@@ -95,6 +96,9 @@ class HostileProxy(LoopbackServer):
                 frame = await _read_frame(client, buffer)
                 api_key, version, cid = struct.unpack_from(">hhi", frame)
                 pending[cid] = (api_key, version)
+                if api_key == 0:
+                    produces = sum(1 for key, _ in pending.values() if key == 0)
+                    self.max_produce_in_flight = max(self.max_produce_in_flight, produces)
                 await upstream.send(struct.pack(">i", len(frame)) + frame)
 
         async def broker_to_client() -> None:

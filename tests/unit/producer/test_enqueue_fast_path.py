@@ -229,16 +229,19 @@ async def test_keyed_records_take_their_partition() -> None:
 async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
     key: bytes | None,
 ) -> None:
-    """While a batch of the partition is in flight, a newly full or newly opened batch
-    waits for that response (whose handling polls the sender): no wake-up, no yield to the
-    loop."""
+    """While the partition has as many batches in flight as max_in_flight allows, a newly
+    full or newly opened batch waits for a response (whose handling polls the sender): no
+    wake-up, no yield to the loop. With fewer in flight, a full batch may be sent ahead."""
     producer = running_producer()
     driver = producer._driver
     assert isinstance(driver, FakeDriver)
     tp = TopicPartition(TOPIC, 0)
     value = b"v" * 300
     await producer.enqueue(TOPIC, value, key)  # opens a batch (a wake-up for its linger)
-    producer._sender._tp_in_flight[tp] = []  # a batch of tp is in flight
+    limit = producer._sender._config.max_in_flight
+    assert limit > 1
+    in_flight = producer._sender._tp_in_flight
+    in_flight[tp] = [queued(producer)[tp][0]] * limit  # as many as it may have
     before = driver.wakeups
     for _ in range(12):  # fills several 1 KiB batches
         await producer.enqueue(TOPIC, value, key)
@@ -247,7 +250,7 @@ async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
     assert len(queued(producer)[tp]) > 2  # new batches were opened, none woke the driver
     assert driver.wakeups == before
     assert not producer._yield_next
-    del producer._sender._tp_in_flight[tp]  # its response came: the next full batch wakes
+    in_flight[tp].pop()  # a response came: the next full batch may be sent ahead
     for _ in range(6):  # a 1 KiB batch holds at most 3 of these records
         await producer.enqueue(TOPIC, value, key)
         if producer._yield_next:

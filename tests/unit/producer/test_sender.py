@@ -17,7 +17,14 @@ from kafkaio.producer.idempotence import IdState
 from kafkaio.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from kafkaio.records import iter_batches
 
-from ._helpers import Harness, answer, produce_requests, sent_batches, sent_partitions
+from ._helpers import (
+    Harness,
+    answer,
+    metadata_response,
+    produce_requests,
+    sent_batches,
+    sent_partitions,
+)
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -81,8 +88,8 @@ def test_max_in_flight_per_broker() -> None:
     assert sorted(sent_partitions(more)) == [T2, TopicPartition("t", 3)]
 
 
-def test_one_batch_per_partition_in_flight() -> None:
-    h = Harness({"t": [1, 1]}, batch_size=100)
+def test_max_in_flight_one_keeps_one_batch_per_partition_in_flight() -> None:
+    h = Harness({"t": [1, 1]}, batch_size=100, conn={"max_in_flight_requests_per_connection": 1})
     for _ in range(3):
         h.append("t", 0)
     h.append("t", 1)
@@ -92,6 +99,78 @@ def test_one_batch_per_partition_in_flight() -> None:
     answer(first, 2)
     (second,) = produce_requests(h.poll(3))
     assert sent_partitions(second) == [T0]
+
+
+def test_full_batches_are_sent_ahead_up_to_max_in_flight() -> None:
+    # batch_size 100 holds one record: each append closes the batch before it (full).
+    h = Harness({"t": [1]}, batch_size=100, conn={"max_in_flight_requests_per_connection": 3})
+    futures = [h.append("t", 0) for _ in range(5)]
+    sent = [r for now in range(4) for r in produce_requests(h.poll(now))]
+    assert len(sent) == 3  # one batch of T0 per request, three requests in flight
+    assert all(sent_partitions(r) == [T0] for r in sent)
+    answer(sent[0], 4, base_offset=0)
+    (fourth,) = produce_requests(h.poll(5))  # a slot came free: the next full batch goes
+    assert produce_requests(h.poll(6)) == []  # the last batch is not full: it waits
+    for offset, request in enumerate([*sent[1:], fourth], start=1):
+        answer(request, 7, base_offset=offset)
+    (last,) = produce_requests(h.poll(8))
+    answer(last, 9, base_offset=4)
+    assert [f.result().offset for f in futures] == [0, 1, 2, 3, 4]
+
+
+def test_a_partition_has_at_most_max_in_flight_batches_in_flight_across_leaders() -> None:
+    h = Harness({"t": [1]}, batch_size=100, conn={"max_in_flight_requests_per_connection": 2})
+    for _ in range(4):
+        h.append("t", 0)
+    sent = produce_requests(h.poll(0)) + produce_requests(h.poll(0))
+    assert [r.node_id for r in sent] == [1, 1]
+    h.metadata.on_response(1, metadata_response({"t": [2]}))  # the leader moved
+    assert produce_requests(h.poll(2)) == []  # broker 2 is free, but T0 has 2 in flight
+    answer(sent[0], 3, errors={T0: NOT_LEADER})
+    assert produce_requests(h.poll(200)) == []  # a retry waits until none is in flight
+
+
+def test_a_batch_that_is_not_full_waits_for_the_batch_in_flight() -> None:
+    h = Harness({"t": [1]})
+    first = h.append("t", 0, now=0)
+    (r1,) = produce_requests(h.poll(0))
+    second = h.append("t", 0, now=1)  # linger 0: ready, but it can fill up meanwhile
+    assert produce_requests(h.poll(1)) == []
+    third = h.append("t", 0, now=2)
+    answer(r1, 3, base_offset=0)
+    (r2,) = produce_requests(h.poll(3))
+    (hdr,) = headers(r2).values()
+    assert hdr[3] == 2  # the two records went in one batch
+    answer(r2, 4, base_offset=1)
+    assert [f.result().offset for f in (first, second, third)] == [0, 1, 2]
+
+
+def test_batches_sent_ahead_of_a_failed_one_are_retried_after_it_in_order() -> None:
+    # An idempotent producer with two batches of T0 in flight: the first gets a retriable
+    # error, the broker rejects the second as a sequence gap. Both are retried one at a time,
+    # with their sequence numbers, and the third batch goes after them.
+    h = Harness({"t": [1]}, idempotent=True, batch_size=100)
+    h.init_producer_id(0)
+    futures = [h.append("t", 0, now=0) for _ in range(3)]
+    r1, r2 = produce_requests(h.poll(1)) + produce_requests(h.poll(1))
+    assert [headers(r)[T0][2] for r in (r1, r2)] == [0, 1]
+    assert produce_requests(h.poll(1)) == []  # the third batch is not full
+    answer(r1, 2, errors={T0: NOT_LEADER})
+    answer(r2, 2, errors={T0: OUT_OF_ORDER})
+    assert h.idem.state is IdState.READY  # not a gap of ours: no epoch bump
+    assert not any(f.done() for f in futures)
+    sequences = []
+    now = 102.0
+    while not all(f.done() for f in futures):
+        requests = produce_requests(h.poll(now))
+        assert len(requests) <= 1
+        assert produce_requests(h.poll(now)) == []  # retries go alone, the third after them
+        for request in requests:
+            sequences.append(headers(request)[T0][2])
+            answer(request, now, base_offset=10 + len(sequences))
+        now += 1
+    assert sequences == [0, 1, 2]
+    assert [f.result().offset for f in futures] == [11, 12, 13]
 
 
 def test_retriable_error_backs_off_and_refreshes_metadata() -> None:

@@ -38,6 +38,7 @@ TP1 = TopicPartition("t", 1)
 TOPIC_AUTHORIZATION_FAILED = 29
 PRODUCER_FENCED = 90
 NOT_LEADER = 6
+OUT_OF_ORDER = 45
 
 
 class TxnHarness:
@@ -224,3 +225,30 @@ def test_fenced_produce_is_fatal_for_the_producer() -> None:
     assert h.txn.state is TxnState.FATAL_ERROR
     assert h.poll(3).requests == []
     assert isinstance(other.exception(), ProducerFencedError)
+
+
+def test_a_sequence_gap_behind_a_retried_batch_is_retried_not_fatal() -> None:
+    # Two full batches of TP0 in flight: the first gets a retriable error, so the broker
+    # rejects the second as a sequence gap. That gap is not the producer's: the second is
+    # retried after the first, and the transaction goes on.
+    h = TxnHarness(batch_size=100)
+    h.ready()
+    h.txn.begin()
+    futures = [h.append(TP0, b"x" * 30) for _ in range(3)]
+    h.add_partitions(0)
+    first, second = produces(h.poll(1)) + produces(h.poll(1))
+    answer(first, 2, errors={TP0: NOT_LEADER})
+    answer(second, 2, errors={TP0: OUT_OF_ORDER})
+    assert h.txn.state is TxnState.IN_TRANSACTION
+    assert not any(f.done() for f in futures)
+    sequences = []
+    now = 200.0
+    while not all(f.done() for f in futures):
+        for request in produces(h.poll(now)):
+            [batch] = list(iter_batches(request.request.topic_data[0].partition_data[0].records))
+            sequences.append(batch.base_sequence)
+            answer(request, now, base_offset=len(sequences))
+        now += 1
+    assert sequences == [0, 1, 2]
+    assert [f.result().offset for f in futures] == [1, 2, 3]
+    assert h.txn.state is TxnState.IN_TRANSACTION
