@@ -1,7 +1,7 @@
 """The "broker ceiling" pseudo-clients of the produce suite: kafkaio's protocol layer sends
 pre-built batches with no per-record client work (child process), 5 requests in flight (the
 broker's limit) or 1 (the limit of a client that keeps one batch per partition in flight, as
-kafkaio and aiokafka do for per-partition order, with one partition as here).
+aiokafka does for per-partition order, with one partition as here).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ CEILING_NOTE = (
 )
 ORDERED_CEILING_NOTE = (
     "broker ceiling, 1 in flight: the same pre-built batches one request at a time, the most "
-    "this broker takes from a client that keeps one batch per partition in flight (kafkaio "
-    "and aiokafka do, so that a retry cannot reorder a partition's records without "
-    "idempotence; confluent-kafka pipelines), one partition as here"
+    "this broker takes from a client that keeps one batch per partition in flight (aiokafka "
+    "does, so that a retry cannot reorder a partition's records without idempotence; "
+    "kafkaio sends full batches ahead, confluent-kafka pipelines), one partition as here"
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
 CEILING = "broker ceiling"  # produce pseudo-client: on the chart a line per case, not a bar
 # the same with one request in flight: the most a client that keeps one batch per partition
-# in flight (for order, as kafkaio and aiokafka do) can get from this broker; a dotted line
+# in flight (for order, as aiokafka does) can get from this broker; a dotted line
 ORDERED_CEILING = "broker ceiling, 1 in flight"
 CEILINGS = (CEILING, ORDERED_CEILING)
 NOTES: set[str] = set()  # what could not be measured, and why; printed after the tables
