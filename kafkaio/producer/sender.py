@@ -48,8 +48,9 @@ class Sender:
     nothing of its partition is in flight, and newer batches wait behind it. With
     idempotence the broker rejects a batch sent after one that failed (a sequence gap), so
     order holds through retries; without it, a retry can land after a newer batch (the
-    Java client's documented rule). ``max_in_flight`` 1 keeps order on any broker, also one
-    that does not check sequences (librdkafka's mock cluster).
+    Java client's documented rule), except where idempotence was wanted and the broker
+    cannot do it: then one batch per partition. ``max_in_flight`` 1 keeps order on any
+    broker, also one that does not check sequences (librdkafka's mock cluster).
     Retriable errors put a batch back at the front of its partition after an exponential
     backoff, until its delivery deadline; errors that mean stale metadata also ask the
     MetadataManager for a refresh. Idempotence adds sequence numbers, so a retry of a
@@ -106,7 +107,15 @@ class Sender:
         """Whether a full batch of `tp` may be sent now, as far as the batches of `tp` in
         flight go (a producer wakes the network task for it only then)."""
         in_flight = self._tp_in_flight.get(tp)
-        return in_flight is None or len(in_flight) < self._config.max_in_flight
+        return in_flight is None or len(in_flight) < self._partition_limit()
+
+    def _partition_limit(self) -> int:
+        """The most batches of one partition in flight: ``max_in_flight``, but 1 when
+        idempotence was wanted and the broker cannot do it (an old broker): the order the
+        application counted on then holds without sequence numbers."""
+        if self.idempotence.enabled or not self._config.idempotence_wanted:
+            return self._config.max_in_flight
+        return 1
 
     def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
         return list(self._tp_in_flight.get(tp, ()))
@@ -178,7 +187,7 @@ class Sender:
     def _may_send(self, batch: ProducerBatch) -> bool:
         in_flight = self._tp_in_flight.get(batch.tp)
         if in_flight is not None and not (
-            batch.closed and not batch.attempts and len(in_flight) < self._config.max_in_flight
+            batch.closed and not batch.attempts and len(in_flight) < self._partition_limit()
         ):
             return False  # see the class docstring: only full, new batches are sent ahead
         txn = self.transactions

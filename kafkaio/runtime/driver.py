@@ -291,7 +291,11 @@ class NetworkDriver:
         if node_id is None:
             return
         line = self._lines[node_id]
-        line.requests.remove(request)  # the head, unless it failed while waiting its turn
+        requests = line.requests
+        if requests[0] is request:
+            requests.popleft()
+        else:  # it failed (was cancelled) while waiting its turn; by identity, not equality
+            del requests[next(i for i, r in enumerate(requests) if r is request)]
         line.moved.set()
         if line.requests:
             line.moved = anyio.Event()

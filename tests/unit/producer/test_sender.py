@@ -388,6 +388,21 @@ def test_broker_without_init_producer_id_falls_back() -> None:
     assert future.result().offset == 0
 
 
+def test_without_the_idempotence_it_wanted_a_producer_keeps_one_batch_per_partition() -> None:
+    # Idempotence on by default (acks=all) but the broker has no InitProducerId: without
+    # sequence numbers a retry could reorder pipelined batches, so none are sent ahead.
+    h = Harness({"t": [1]}, idempotent=True, batch_size=100)
+    (init,) = h.poll(0).requests
+    init.handler(1, None, UnsupportedVersionError("no InitProducerId"))
+    for _ in range(3):
+        h.append("t", 0)  # full batches
+    (first,) = produce_requests(h.poll(2))
+    assert produce_requests(h.poll(3)) == []
+    assert not h.sender.may_send_full(T0)
+    answer(first, 4)
+    assert len(produce_requests(h.poll(5))) == 1
+
+
 def test_required_idempotence_fails_clearly_without_broker_support() -> None:
     h = Harness(idempotent=True, required=True, enable_idempotence=True)
     future = h.append("t", 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -363,3 +364,36 @@ def test_requests_reach_the_broker_in_the_order_they_were_made(backend: str) -> 
     run(backend, scenario)
     assert all(o.error is None for o in manager.outcomes)
     assert received == [f"t{i}" for i in range(manager.total)]
+
+
+def test_a_request_failing_to_connect_lets_the_next_ones_in_its_line_go(backend: str) -> None:
+    # Every request to an unreachable node waits in line for the connection; each fails
+    # in turn (none waits forever behind one that failed), and the line is gone after.
+    manager = Window(total=6, window=6)
+    drivers: list[NetworkDriver] = []
+
+    async def scenario() -> None:
+        with socket.socket() as probe:  # a port nobody listens on
+            probe.bind(("127.0.0.1", 0))
+            closed_port = probe.getsockname()[1]
+        fast = ConnectionConfig(
+            request_timeout_ms=2000,
+            connect_timeout_ms=2000,
+            reconnect_backoff_ms=1,
+            reconnect_backoff_max_ms=1,
+        )
+        connections = ConnectionManager(f"127.0.0.1:{closed_port}", fast)
+        connections.update_nodes({NODE: ("127.0.0.1", closed_port)})
+        driver = NetworkDriver(connections, MetadataManager(), [manager])
+        drivers.append(driver)
+        async with anyio.create_task_group() as tg:
+            await tg.start(driver.run)
+            await _until(lambda: len(manager.outcomes) == manager.total or driver.fatal_error)
+            assert driver._lines == {}
+            driver.stop()
+        await connections.close()
+        assert driver.fatal_error is None
+
+    run(backend, scenario)
+    assert [o.topic for o in manager.outcomes] == [f"t{i}" for i in range(6)]
+    assert all(isinstance(o.error, KafkaConnectionError) for o in manager.outcomes)
