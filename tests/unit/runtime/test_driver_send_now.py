@@ -56,8 +56,7 @@ class Sequential:
 
         def handler(now: float, response: Any, error: BaseException | None) -> None:
             self.in_flight = False
-            names = None if response is None else [t.name for t in response.topics]
-            self.outcomes.append(Outcome(topic, names, error, _in_task()))
+            self.outcomes.append(_outcome(topic, response, error))
             if self.fail_in_handler:
                 raise RuntimeError("handler bug")
 
@@ -77,6 +76,12 @@ def run(backend: str, scenario: Callable[[], Awaitable[None]]) -> None:
         asyncio.run(guarded())
     else:
         anyio.run(guarded, backend=backend)
+
+
+def _outcome(topic: str, response: Any, error: BaseException | None) -> Outcome:
+    """What a handler saw for the Metadata request about `topic`, and where it ran."""
+    names = None if response is None else [t.name for t in response.topics]
+    return Outcome(topic, names, error, _in_task())
 
 
 def _in_task() -> bool:
@@ -263,8 +268,7 @@ class Stages:
     def _request(self, topic: str, node: int) -> UnsentRequest:
         def handler(now: float, response: Any, error: BaseException | None) -> None:
             self.waiting -= 1
-            names = None if response is None else [t.name for t in response.topics]
-            self.outcomes.append(Outcome(topic, names, error, _in_task()))
+            self.outcomes.append(_outcome(topic, response, error))
 
         return UnsentRequest(node, metadata_request(topic), handler)
 
@@ -322,8 +326,7 @@ class Window:
     def _request(self, topic: str) -> UnsentRequest:
         def handler(now: float, response: Any, error: BaseException | None) -> None:
             self.in_flight -= 1
-            names = None if response is None else [t.name for t in response.topics]
-            self.outcomes.append(Outcome(topic, names, error, _in_task()))
+            self.outcomes.append(_outcome(topic, response, error))
 
         return UnsentRequest(NODE, metadata_request(topic), handler)
 
