@@ -103,10 +103,17 @@ def _metadata_for(port: int, names: list[str]) -> Any:
     )
 
 
-def _serving(port: list[int], *, silent: str | None = None, drop: str | None = None) -> Any:
+def _serving(
+    port: list[int],
+    *,
+    silent: str | None = None,
+    drop: str | None = None,
+    seen: list[str] | None = None,
+) -> Any:
     """A broker handler answering Metadata with the topics asked for and NODE at the fake
-    broker's own port; it never answers a request for topic `silent`, and closes the
-    connection when asked for topic `drop` (once)."""
+    broker's own port; it never answers a request for topic `silent`, closes the
+    connection when asked for topic `drop` (once), and notes the topics asked for in `seen`
+    in the order the requests arrive."""
     dropped = False
 
     async def handler(client: FakeClient) -> None:
@@ -115,6 +122,8 @@ def _serving(port: list[int], *, silent: str | None = None, drop: str | None = N
         while True:
             received = await client.read_request()
             names = [t.name for t in received.request.topics or []]
+            if seen is not None:
+                seen.extend(names)
             if drop in names and not dropped:
                 dropped = True
                 await client.stream.aclose()
@@ -131,7 +140,9 @@ async def _until(condition: Any) -> None:
             await anyio.sleep(0.005)
 
 
-def _run_with(backend: str, manager: Sequential, **serving: Any) -> NetworkDriver:
+def _run_with(
+    backend: str, manager: Sequential | Window, config: ConnectionConfig = CONFIG, **serving: Any
+) -> NetworkDriver:
     result: list[NetworkDriver] = []
 
     async def scenario() -> None:
@@ -139,7 +150,7 @@ def _run_with(backend: str, manager: Sequential, **serving: Any) -> NetworkDrive
         handler = _serving(port, **serving)
         async with FakeBroker(handler) as broker:
             port[0] = broker.port
-            connections = ConnectionManager(broker.bootstrap, CONFIG)
+            connections = ConnectionManager(broker.bootstrap, config)
             connections.update_nodes({NODE: (broker.host, broker.port)})
             driver = NetworkDriver(connections, MetadataManager(), [manager])
             result.append(driver)
@@ -306,10 +317,10 @@ def test_follow_ups_needing_new_connections_from_a_callback(backend: str) -> Non
 @dataclass
 class Window:
     """A manager keeping up to `window` requests to NODE in flight (more than the
-    connection's in-flight permits), `total` in all, numbered in the order it makes them:
+    connection's in-flight permits), `count` in all, numbered in the order it makes them:
     like a producer with several batches of a partition in flight."""
 
-    total: int
+    count: int
     window: int
     made: int = 0
     in_flight: int = 0
@@ -317,7 +328,7 @@ class Window:
 
     def poll(self, now: float) -> PollResult:
         requests = []
-        while self.made < self.total and self.in_flight < self.window:
+        while self.made < self.count and self.in_flight < self.window:
             requests.append(self._request(f"t{self.made}"))
             self.made += 1
             self.in_flight += 1
@@ -335,44 +346,22 @@ def test_requests_reach_the_broker_in_the_order_they_were_made(backend: str) -> 
     # The first requests wait for the connection in sender tasks, and while they do,
     # responses free permits for later ones: a later request must never overtake an
     # earlier one, whichever way each is written (from a task or at once).
-    manager = Window(total=60, window=8)
+    manager = Window(count=60, window=8)
     received: list[str] = []
     limited = ConnectionConfig(
         request_timeout_ms=5000, connect_timeout_ms=5000, max_in_flight_requests_per_connection=3
     )
-
-    async def scenario() -> None:
-        port: list[int] = [0]
-
-        async def handler(client: FakeClient) -> None:
-            await client.answer_api_versions()
-            while True:
-                got = await client.read_request()
-                names = [t.name for t in got.request.topics or []]
-                received.extend(names)
-                await client.respond(got, _metadata_for(port[0], names))
-
-        async with FakeBroker(handler) as broker:
-            port[0] = broker.port
-            connections = ConnectionManager(broker.bootstrap, limited)
-            connections.update_nodes({NODE: (broker.host, broker.port)})
-            driver = NetworkDriver(connections, MetadataManager(), [manager])
-            async with anyio.create_task_group() as tg:
-                await tg.start(driver.run)
-                await _until(lambda: len(manager.outcomes) == manager.total or driver.fatal_error)
-                driver.stop()
-            await connections.close()
-            assert driver.fatal_error is None
-
-    run(backend, scenario)
+    driver = _run_with(backend, manager, limited, seen=received)
+    assert driver.fatal_error is None
+    assert len(manager.outcomes) == manager.count
     assert all(o.error is None for o in manager.outcomes)
-    assert received == [f"t{i}" for i in range(manager.total)]
+    assert received == [f"t{i}" for i in range(manager.count)]
 
 
 def test_a_request_failing_to_connect_lets_the_next_ones_in_its_line_go(backend: str) -> None:
     # Every request to an unreachable node waits in line for the connection; each fails
     # in turn (none waits forever behind one that failed), and the line is gone after.
-    manager = Window(total=6, window=6)
+    manager = Window(count=6, window=6)
     drivers: list[NetworkDriver] = []
 
     async def scenario() -> None:
@@ -391,7 +380,7 @@ def test_a_request_failing_to_connect_lets_the_next_ones_in_its_line_go(backend:
         drivers.append(driver)
         async with anyio.create_task_group() as tg:
             await tg.start(driver.run)
-            await _until(lambda: len(manager.outcomes) == manager.total or driver.fatal_error)
+            await _until(lambda: len(manager.outcomes) == manager.count or driver.fatal_error)
             assert driver._lines == {}
             driver.stop()
         await connections.close()
