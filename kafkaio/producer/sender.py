@@ -185,9 +185,8 @@ class Sender:
                 self._done(batch, now)
 
     def _may_send(self, batch: ProducerBatch) -> bool:
-        in_flight = self._tp_in_flight.get(batch.tp)
-        if in_flight is not None and not (
-            batch.closed and not batch.attempts and len(in_flight) < self._partition_limit()
+        if batch.tp in self._tp_in_flight and not (
+            batch.closed and not batch.attempts and self.may_send_full(batch.tp)
         ):
             return False  # see the class docstring: only full, new batches are sent ahead
         txn = self.transactions
