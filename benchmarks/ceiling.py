@@ -22,9 +22,10 @@ IN_FLIGHT = 5  # requests in flight, as the producers' max_in_flight_requests_pe
 
 CEILING_NOTE = (
     "broker ceiling: kafkaio's protocol layer sending pre-built batches of batch_size "
-    "uncompressed bytes with 5 requests in flight, no client work per record: about the "
-    "most this broker takes at these settings for clients that size batches by "
-    "uncompressed bytes (its wall time covers the sends only, not client start)"
+    "uncompressed bytes with 5 requests in flight, no client work per record: the broker's "
+    "pace for 5 tasks that each await their answer before the next send, not a hard limit "
+    "(a client that writes each request the moment its batch fills can pass it; kafkaio "
+    "did at 1 KiB on Tansu) (its wall time covers the sends only, not client start)"
 )
 ORDERED_CEILING_NOTE = (
     "broker ceiling, 1 in flight: the same pre-built batches one request at a time, the most "
