@@ -42,6 +42,7 @@ from kafkaio.net.sasl import (
     SaslMechanism,
     ScramMechanism,
 )
+from kafkaio.net.turns import Turn, Turns
 from kafkaio.net.wire import AsyncioWire, open_wire
 from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
 from kafkaio.protocol.messages import (
@@ -200,7 +201,8 @@ class Connection:
         limit = config.max_in_flight_requests_per_connection
         self._inflight: InFlightRequests[Slot] = InFlightRequests(limit)
         self._capacity = anyio.Semaphore(limit)
-        self._write_lock = anyio.Lock()
+        # senders waiting to write, in the order they called: requests go out in that order
+        self._turns = Turns()
         self._read_lock = anyio.Lock()
         self._close_reason: BaseException | None = None
         if self._wire is not None:
@@ -406,14 +408,18 @@ class Connection:
         deadline = now + seconds
         self.last_used = now
         waiter = _Waiter()
+        turn = self._turns.join()
         with anyio.CancelScope(deadline=deadline) as scope:
-            await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
-            await _acquire(self._capacity)
             try:
-                await self._write(request, version, waiter, deadline)
+                await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
+                await self._permit_and_turn(turn)
+                try:
+                    await self._write(request, version, waiter, deadline)
+                finally:
+                    if not waiter.registered:
+                        self._capacity.release()
             finally:
-                if not waiter.registered:
-                    self._capacity.release()
+                self._turns.leave(turn)
             await self._wait_for(waiter)
         if not waiter.done and scope.cancelled_caught:
             if not waiter.registered:
@@ -432,20 +438,23 @@ class Connection:
         deadline = now + seconds
         self.last_used = now
         await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
-        capacity = self._capacity
-        try:
-            capacity.acquire_nowait()
-        except anyio.WouldBlock:
-            with anyio.CancelScope(deadline=deadline) as scope:
-                await capacity.acquire()
-            if scope.cancelled_caught:
-                raise self._not_sent_error(request, version, seconds) from None
-            if self.state is ConnectionState.CLOSED:
-                capacity.release()
-                self._check_open()
         future: asyncio.Future[Any] = loop.create_future()
         slot = _FutureWaiter(future)
-        self._write_on_wire(wire, request, version, deadline, slot)
+        if self._turns or not _take(self._capacity):
+            turn = self._turns.join()
+            try:
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    await self._permit_and_turn(turn)
+                if scope.cancelled_caught:
+                    raise self._not_sent_error(request, version, seconds) from None
+                if self.state is ConnectionState.CLOSED:
+                    self._capacity.release()
+                    self._check_open()
+                self._write_on_wire(wire, request, version, deadline, slot)
+            finally:
+                self._turns.leave(turn)
+        else:
+            self._write_on_wire(wire, request, version, deadline, slot)
         timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
         try:
             response = await future
@@ -465,12 +474,9 @@ class Connection:
         a closed connection, every permit taken: use :meth:`send`); raises what encoding
         the request raises."""
         wire = self._wire
-        if wire is None or self.state is not ConnectionState.READY:
+        if wire is None or self.state is not ConnectionState.READY or self._turns:
             return False
-        capacity = self._capacity
-        try:
-            capacity.acquire_nowait()
-        except anyio.WouldBlock:
+        if not _take(self._capacity):
             return False
         loop = wire.loop
         now = loop.time()
@@ -567,13 +573,23 @@ class Connection:
         self.last_used = now
         with anyio.CancelScope(deadline=deadline) as scope:
             wire = self._wire
-            if wire is not None:
-                frame = encode_request(request, version, self._ids.next(), self.config.client_id)
-                wire.write(frame)
-                if wire.paused:  # the broker is not reading: wait (bounded by the deadline)
-                    await wire.drained()
-            else:
-                await self._write(request, version, None, deadline)
+            turn = self._turns.join() if self._turns or wire is None else None
+            try:
+                if turn is not None:
+                    await self._turns.wait(turn)
+                if wire is not None:
+                    self._check_open()
+                    frame = encode_request(
+                        request, version, self._ids.next(), self.config.client_id
+                    )
+                    wire.write(frame)
+                else:
+                    await self._write(request, version, None, deadline)
+            finally:
+                if turn is not None:
+                    self._turns.leave(turn)
+            if wire is not None and wire.paused:
+                await wire.drained()  # the broker is not reading: wait (bounded by the deadline)
         if scope.cancelled_caught:
             if wire is not None:
                 self._fail(KafkaTimeoutError("the broker did not read a request in time"))
@@ -588,39 +604,46 @@ class Connection:
             reason = f": {self._close_reason}" if self._close_reason is not None else ""
             raise KafkaConnectionError(f"connection to {self} is closed{reason}")
 
+    async def _permit_and_turn(self, turn: Turn) -> None:
+        """Take an in-flight permit, then wait for `turn`: every sender that called before
+        has written (a sender woken for a permit may run after one that came later)."""
+        await _acquire(self._capacity)
+        try:
+            await self._turns.wait(turn)
+        except BaseException:
+            self._capacity.release()
+            raise
+
     async def _write(
         self, request: Any, version: int, waiter: _Waiter | None, deadline: float
     ) -> None:
-        await _acquire(self._write_lock)
-        try:
-            self._check_open()
-            correlation_id = self._ids.next()
-            frame = encode_request(request, version, correlation_id, self.config.client_id)
-            if waiter is not None:
-                self._inflight.add(correlation_id, request.API_KEY, version, deadline, waiter)
-                waiter.registered = True
-            # A frame cut in half would desynchronise the stream: never cancel mid-write,
-            # except at the request's own deadline (which then closes the connection).
-            with anyio.CancelScope(deadline=deadline, shield=True) as write_scope:
-                try:
-                    assert self._stream is not None
-                    await self._stream.send(frame)
-                except (anyio.ClosedResourceError, *_CONNECT_ERRORS) as exc:
-                    if self.state is not ConnectionState.CLOSED:
-                        await self._shutdown(exc)
-                    raise KafkaConnectionError(
-                        f"connection to {self} was lost while sending "
-                        f"{api_name(type(request))}: {_text(exc)}"
-                    ) from exc
-            if write_scope.cancelled_caught:
-                error = KafkaTimeoutError(
-                    f"{api_name(type(request))} request to {self} could not be written before "
-                    "its deadline (the broker is not reading); the connection was closed"
-                )
-                await self._shutdown(error)
-                raise error
-        finally:
-            self._write_lock.release()
+        """Write `request` (the caller's turn: no other sender writes meanwhile)."""
+        self._check_open()
+        correlation_id = self._ids.next()
+        frame = encode_request(request, version, correlation_id, self.config.client_id)
+        if waiter is not None:
+            self._inflight.add(correlation_id, request.API_KEY, version, deadline, waiter)
+            waiter.registered = True
+        # A frame cut in half would desynchronise the stream: never cancel mid-write,
+        # except at the request's own deadline (which then closes the connection).
+        with anyio.CancelScope(deadline=deadline, shield=True) as write_scope:
+            try:
+                assert self._stream is not None
+                await self._stream.send(frame)
+            except (anyio.ClosedResourceError, *_CONNECT_ERRORS) as exc:
+                if self.state is not ConnectionState.CLOSED:
+                    await self._shutdown(exc)
+                raise KafkaConnectionError(
+                    f"connection to {self} was lost while sending "
+                    f"{api_name(type(request))}: {_text(exc)}"
+                ) from exc
+        if write_scope.cancelled_caught:
+            error = KafkaTimeoutError(
+                f"{api_name(type(request))} request to {self} could not be written before "
+                "its deadline (the broker is not reading); the connection was closed"
+            )
+            await self._shutdown(error)
+            raise error
 
     async def _wait_for(self, waiter: _Waiter) -> None:
         while not waiter.done:
@@ -776,6 +799,15 @@ class Connection:
             f"<Connection {self} {self.state.value} "
             f"{self.config.security_protocol} in_flight={len(self._inflight)}>"
         )
+
+
+def _take(permits: anyio.Semaphore) -> bool:
+    """Take a free permit now; False if none is free."""
+    try:
+        permits.acquire_nowait()
+    except anyio.WouldBlock:
+        return False
+    return True
 
 
 async def _acquire(resource: anyio.Lock | anyio.Semaphore) -> None:

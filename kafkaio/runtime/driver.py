@@ -414,7 +414,7 @@ class NetworkDriver:
                     self._fail_setup(exc)
                 raise
             queued = False
-            self._dequeue(unsent)  # nothing yields from here until it is written or in line
+            self._dequeue(unsent)  # no yield from here until it is in the connection's line
             version = self._version(conn, unsent)
             if unsent.expect_response:
                 timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0

@@ -201,6 +201,53 @@ def test_pipelining_respects_max_in_flight(backend: str) -> None:
     run(backend, scenario)
 
 
+def _answering_in_pairs(arrived: list[str]) -> Callable[[FakeClient], Any]:
+    """A broker handler that notes the topic of each request as it arrives and answers
+    them two at a time in one write, so one read of the client frees two permits at once
+    (two waiting senders wake in the same step)."""
+
+    async def handler(client: FakeClient) -> None:
+        await client.answer_api_versions()
+        while True:
+            pair = [await client.read_request() for _ in range(2)]
+            arrived.extend(r.request.topics[0].name for r in pair)
+            await client.send_raw(
+                b"".join(
+                    encode_response(
+                        r.correlation_id, r.api_key, r.version, metadata_response("c", name)
+                    )
+                    for r, name in zip(pair, arrived[-2:], strict=True)
+                )
+            )
+
+    return handler
+
+
+def test_requests_are_written_in_the_order_send_was_called(backend: str) -> None:
+    # Senders waiting for a permit wake together when two responses arrive at once; the
+    # order a scheduler runs them in (trio shuffles it) must not change the order they are
+    # written in. The producer relies on it with several batches of a partition in flight.
+    config = ConnectionConfig(max_in_flight_requests_per_connection=2, request_timeout_ms=5000)
+    arrived: list[str] = []
+    names = [f"t{i}" for i in range(40)]
+
+    async def scenario() -> None:
+        async with FakeBroker(_answering_in_pairs(arrived)) as broker:
+            conn = await Connection.connect(broker.host, broker.port, config)
+
+            async def one(name: str, *, task_status: Any) -> None:
+                task_status.started()  # the caller goes on once this has called send
+                await conn.send(metadata_request(name))
+
+            async with anyio.create_task_group() as tg:
+                for name in names:
+                    await tg.start(one, name)
+            await conn.close()
+
+    run(backend, scenario)
+    assert arrived == names
+
+
 def test_send_soon_pipelines_and_hands_outcomes_to_callbacks(backend: str) -> None:
     """send_soon writes at once on an asyncio connection (False on trio, or with every
     permit taken, or once closed); each outcome arrives through the event loop, in order,
