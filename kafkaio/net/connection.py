@@ -126,21 +126,33 @@ class _FutureWaiter:
 class _CallbackWaiter:
     """The response slot of one request sent with `Connection.send_soon`: hands the outcome
     to ``on_done(response, None)`` or ``on_done(None, error)`` through ``loop.call_soon``
-    (never from inside the connection's own code, and in turn with the other callbacks the
-    same read made ready: no task switch, and no response jumps the queue)."""
+    (in turn with the other callbacks the same read made ready: no task switch, and no
+    response jumps the queue). With ``on_read`` a response goes to ``on_done`` at once,
+    from the read that completed it (an error still goes through the loop: failures come
+    from inside the connection's own bookkeeping, e.g. while it closes)."""
 
-    __slots__ = ("done", "loop", "on_done", "timer")
+    __slots__ = ("done", "loop", "on_done", "on_read", "timer")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_done: ResponseCallback) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, on_done: ResponseCallback, on_read: bool
+    ) -> None:
         self.done = False
         self.loop = loop
         self.on_done = on_done
+        self.on_read = on_read
         self.timer: asyncio.TimerHandle | None = None  # the request's deadline
 
     def set_result(self, value: Any) -> None:
-        if not self.done:
-            self._finish()
+        if self.done:
+            return
+        self._finish()
+        if not self.on_read:
             self.loop.call_soon(self.on_done, value, None)
+            return
+        try:
+            self.on_done(value, None)
+        except Exception:  # as the loop would for a callback: log it, keep reading
+            log.exception("a response callback failed")
 
     def set_exception(self, error: BaseException) -> None:
         if not self.done:
@@ -464,12 +476,20 @@ class Connection:
         return response
 
     def send_soon(
-        self, request: Any, version: int, timeout: float | None, on_done: ResponseCallback
+        self,
+        request: Any,
+        version: int,
+        timeout: float | None,
+        on_done: ResponseCallback,
+        *,
+        on_read: bool = False,
     ) -> bool:
         """Write ``request`` now, without waiting, if this is an open asyncio connection
         with an in-flight permit free; its outcome goes to ``on_done(response, None)`` or
         ``on_done(None, error)`` (a KafkaTimeoutError or KafkaConnectionError, as :meth:`send`
-        raises them), called soon after the response is read, through the event loop.
+        raises them), called soon after the response is read, through the event loop (with
+        ``on_read``, a response is handed over from the read itself, ahead of the callbacks
+        already queued; ``on_done`` may then send on this connection).
         Returns False, having done nothing, when the request cannot go this way (TLS, trio,
         a closed connection, every permit taken: use :meth:`send`); raises what encoding
         the request raises."""
@@ -482,7 +502,7 @@ class Connection:
         now = loop.time()
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         deadline = now + seconds
-        slot = _CallbackWaiter(loop, on_done)
+        slot = _CallbackWaiter(loop, on_done, on_read)
         self._write_on_wire(wire, request, version, deadline, slot)
         self.last_used = now
         slot.timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)

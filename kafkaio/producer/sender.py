@@ -232,7 +232,12 @@ class Sender:
             self._on_produce(node, batches, now, response, error)
 
         return UnsentRequest(
-            node, request, handler, timeout_ms=timeout, expect_response=self._config.acks != 0
+            node,
+            request,
+            handler,
+            timeout_ms=timeout,
+            expect_response=self._config.acks != 0,
+            handle_on_read=True,  # acks complete the application's futures: no queueing
         )
 
     # -- outcomes ------------------------------------------------------------------------

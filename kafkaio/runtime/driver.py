@@ -331,7 +331,11 @@ class NetworkDriver:
         timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
         try:
             return conn.send_soon(
-                unsent.request, version, timeout, functools.partial(self._on_response, unsent)
+                unsent.request,
+                version,
+                timeout,
+                functools.partial(self._on_response, unsent),
+                on_read=unsent.handle_on_read,
             )
         except KafkaError:
             return False  # e.g. a field this version cannot carry: the task path reports it

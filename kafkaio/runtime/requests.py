@@ -23,6 +23,10 @@ class UnsentRequest:
     connection is an error. ``timeout_ms`` None means the connection's request timeout.
     ``max_version`` caps the negotiated API version (e.g. Fetch v12 when a topic has no id,
     OffsetFetch v7 for the single-group layout); None means the highest both sides speak.
+    ``handle_on_read`` asks for the handler to run as soon as its response is read, ahead of
+    the callbacks already queued in the event loop (asyncio's fast path; elsewhere it changes
+    nothing): for short handlers that an application is waiting on, such as Produce acks,
+    which would otherwise wait behind a Fetch cycle read in the same loop pass.
     """
 
     node_id: int | None
@@ -31,6 +35,7 @@ class UnsentRequest:
     timeout_ms: float | None = None
     expect_response: bool = True
     max_version: int | None = None
+    handle_on_read: bool = False
 
 
 @dataclass(slots=True)

@@ -248,6 +248,59 @@ def test_requests_are_written_in_the_order_send_was_called(backend: str) -> None
     assert arrived == names
 
 
+def test_send_soon_on_read_hands_the_response_over_from_the_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Two responses in one read: the plain one goes through the event loop, the on_read one
+    # is handed over at once, so it is handled first; its callback may send on the
+    # connection, and one that raises is logged without breaking the connection.
+    config = ConnectionConfig(max_in_flight_requests_per_connection=4, request_timeout_ms=5000)
+    arrived: list[str] = []
+
+    async def scenario() -> None:
+        async with FakeBroker(_answering_in_pairs(arrived)) as broker:
+            conn = await Connection.connect(broker.host, broker.port, config)
+            version = conn.version_for(m.MetadataRequest)
+            order: list[str] = []
+
+            def plain(response: Any, error: BaseException | None) -> None:
+                order.extend(topics(response))
+
+            def on_read(response: Any, error: BaseException | None) -> None:
+                (name,) = topics(response)
+                order.append(name)
+                if name == "b":  # from inside the read: the next pair goes out at once
+                    assert conn.send_soon(metadata_request("c"), version, None, plain)
+                    assert conn.send_soon(
+                        metadata_request("d"), version, None, on_read, on_read=True
+                    )
+                else:
+                    raise RuntimeError("a callback bug")
+
+            assert conn.send_soon(metadata_request("a"), version, None, plain)
+            assert conn.send_soon(metadata_request("b"), version, None, on_read, on_read=True)
+            with anyio.fail_after(5):
+                while len(order) < 4:
+                    await anyio.sleep(0.005)
+            assert order == ["b", "a", "d", "c"]
+            assert not conn.closed
+            later: list[str] = []  # the connection still reads (the broker answers pairs)
+
+            async def one(name: str) -> None:
+                later.extend(topics(await conn.send(metadata_request(name))))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "e")
+                tg.start_soon(one, "f")
+            assert sorted(later) == ["e", "f"]
+            await conn.close()
+
+    with caplog.at_level(logging.ERROR, logger="kafkaio.net"):
+        run("asyncio", scenario)
+    assert arrived[:4] == ["a", "b", "c", "d"]
+    assert [r.getMessage() for r in caplog.records] == ["a response callback failed"]
+
+
 def test_send_soon_pipelines_and_hands_outcomes_to_callbacks(backend: str) -> None:
     """send_soon writes at once on an asyncio connection (False on trio, or with every
     permit taken, or once closed); each outcome arrives through the event loop, in order,
