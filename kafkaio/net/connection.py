@@ -452,9 +452,10 @@ class Connection:
         await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
         future: asyncio.Future[Any] = loop.create_future()
         slot = _FutureWaiter(future)
-        if self._turns or not _take(self._capacity):
-            turn = self._turns.join()
-            try:
+        # no one waits and a permit is free: write at once; else wait for both, in line
+        turn = self._turns.join() if self._turns or not _take(self._capacity) else None
+        try:
+            if turn is not None:
                 with anyio.CancelScope(deadline=deadline) as scope:
                     await self._permit_and_turn(turn)
                 if scope.cancelled_caught:
@@ -462,11 +463,10 @@ class Connection:
                 if self.state is ConnectionState.CLOSED:
                     self._capacity.release()
                     self._check_open()
-                self._write_on_wire(wire, request, version, deadline, slot)
-            finally:
-                self._turns.leave(turn)
-        else:
             self._write_on_wire(wire, request, version, deadline, slot)
+        finally:
+            if turn is not None:
+                self._turns.leave(turn)
         timer = loop.call_at(deadline, self._wire_deadline, slot, request, version, seconds)
         try:
             response = await future
@@ -821,10 +821,10 @@ class Connection:
         )
 
 
-def _take(permits: anyio.Semaphore) -> bool:
-    """Take a free permit now; False if none is free."""
+def _take(resource: anyio.Lock | anyio.Semaphore) -> bool:
+    """Take a free lock or permit now; False if it is taken."""
     try:
-        permits.acquire_nowait()
+        resource.acquire_nowait()
     except anyio.WouldBlock:
         return False
     return True
@@ -833,9 +833,7 @@ def _take(permits: anyio.Semaphore) -> bool:
 async def _acquire(resource: anyio.Lock | anyio.Semaphore) -> None:
     """Take a free lock or permit without a trip through the event loop (anyio's own
     ``acquire`` always yields once); wait in line only when it is taken."""
-    try:
-        resource.acquire_nowait()
-    except anyio.WouldBlock:
+    if not _take(resource):
         await resource.acquire()
 
 

@@ -1,11 +1,12 @@
-"""Turns to write on one connection, in the order the senders asked.
+"""Turns to write, in the order the senders asked.
 
 A sender that must wait (for an in-flight permit, or behind another sender) takes a turn
 before its first await. Waking does not keep order: trio runs the tasks it wakes together
 in either order, and on asyncio a request made from a callback can run before a sender
-that was just woken. Turns do: only the sender at the head of the line writes, so requests
+that was just woken. Turns do: only the sender at the head of the line goes on, so requests
 to a broker go out in the order they were made (the producer relies on it when several
-batches of a partition are in flight).
+batches of a partition are in flight). A Connection keeps one line for its writes; the
+network driver one per broker for requests waiting for their connection.
 """
 
 from __future__ import annotations

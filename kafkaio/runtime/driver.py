@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.turns import Turn, Turns
 from kafkaio.runtime.requests import RequestManager, UnsentRequest
 from kafkaio.runtime.wakeup import Wakeup
 
@@ -56,17 +56,6 @@ class _IdleSender:
     def __init__(self) -> None:
         self.request: UnsentRequest | None = None
         self.wakeup = Wakeup()
-
-
-class _Line:
-    """The requests to one node on the task path, in the order the managers made them; a
-    sender task writes its request only at the head of the line."""
-
-    __slots__ = ("requests", "moved")
-
-    def __init__(self) -> None:
-        self.requests: deque[UnsentRequest] = deque()
-        self.moved = anyio.Event()  # set (and replaced) whenever a request leaves the line
 
 
 class DriverStoppedError(KafkaError):
@@ -116,7 +105,8 @@ class NetworkDriver:
         # yet. While there are any, later requests to the node take that path too, behind
         # them: requests reach a broker in the order the managers made them (the producer
         # relies on it when several batches of a partition are in flight)
-        self._lines: dict[int, _Line] = {}
+        self._lines: dict[int, Turns] = {}
+        self._turn_of: dict[int, Turn] = {}  # id() of a request in a line: its place there
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
 
@@ -272,17 +262,14 @@ class NetworkDriver:
         if node_id is not None:
             line = self._lines.get(node_id)
             if line is None:
-                line = self._lines[node_id] = _Line()
-            line.requests.append(request)
+                line = self._lines[node_id] = Turns()
+            self._turn_of[id(request)] = line.join()
 
     async def _wait_turn(self, request: UnsentRequest) -> None:
         """Wait until the requests queued before `request` to its node have left the line."""
         node_id = request.node_id
-        if node_id is None:
-            return
-        line = self._lines[node_id]
-        while line.requests[0] is not request:
-            await line.moved.wait()
+        if node_id is not None:
+            await self._lines[node_id].wait(self._turn_of[id(request)])
 
     def _dequeue(self, request: UnsentRequest) -> None:
         """`request` reached its connection (it is written, or waits for an in-flight
@@ -291,15 +278,8 @@ class NetworkDriver:
         if node_id is None:
             return
         line = self._lines[node_id]
-        requests = line.requests
-        if requests[0] is request:
-            requests.popleft()
-        else:  # it failed (was cancelled) while waiting its turn; by identity, not equality
-            del requests[next(i for i, r in enumerate(requests) if r is request)]
-        line.moved.set()
-        if line.requests:
-            line.moved = anyio.Event()
-        else:
+        line.leave(self._turn_of.pop(id(request)))
+        if not line:
             del self._lines[node_id]
 
     def _to_task(self, request: UnsentRequest) -> None:
