@@ -389,3 +389,69 @@ def test_a_request_failing_to_connect_lets_the_next_ones_in_its_line_go(backend:
     run(backend, scenario)
     assert [o.topic for o in manager.outcomes] == [f"t{i}" for i in range(6)]
     assert all(isinstance(o.error, KafkaConnectionError) for o in manager.outcomes)
+
+
+@dataclass
+class TwoSteps:
+    """A manager sending t0 to NODE at once, and t1 once the test sets `second`."""
+
+    second: bool = False
+    made: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def poll(self, now: float) -> PollResult:
+        topic = "t0" if not self.made else "t1" if self.second and len(self.made) == 1 else None
+        if topic is None:
+            return PollResult([], math.inf)
+        self.made.append(topic)
+
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.outcomes.append(_outcome(topic, response, error))
+
+        return PollResult([UnsentRequest(NODE, metadata_request(topic), handler)], math.inf)
+
+
+def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opened_it(
+    backend: str,
+) -> None:
+    # t0 opens the connection in a sender task; the connection is ready before that task
+    # runs again (held here), and t1 is made in that window: it could be written at once
+    # on the open connection, but must not overtake t0
+    manager = TwoSteps()
+    seen: list[str] = []
+
+    async def scenario() -> None:
+        port: list[int] = [0]
+        async with FakeBroker(_serving(port, seen=seen)) as broker:
+            port[0] = broker.port
+            connections = ConnectionManager(broker.bootstrap, CONFIG)
+            connections.update_nodes({NODE: (broker.host, broker.port)})
+            opened, release = anyio.Event(), anyio.Event()
+            real_get = connections.get
+
+            async def held_get(node_id: int) -> Any:
+                conn = await real_get(node_id)
+                opened.set()
+                await release.wait()  # the opener's task has not run on yet
+                return conn
+
+            connections.get = held_get  # type: ignore[method-assign]
+            driver = NetworkDriver(connections, MetadataManager(), [manager])
+            async with anyio.create_task_group() as tg:
+                await tg.start(driver.run)
+                await opened.wait()
+                if backend == "asyncio":  # the window is real: t1 could be written now
+                    assert connections.ready(NODE) is not None
+                manager.second = True
+                driver.wakeup()
+                await _until(lambda: len(manager.made) == 2)
+                await anyio.sleep(0.05)  # time for t1 to reach the broker if it were written
+                release.set()
+                await _until(lambda: len(manager.outcomes) == 2 or driver.fatal_error)
+                driver.stop()
+            await connections.close()
+            assert driver.fatal_error is None
+
+    run(backend, scenario)
+    assert seen == ["t0", "t1"]
+    assert all(o.error is None for o in manager.outcomes)
