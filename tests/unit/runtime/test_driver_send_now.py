@@ -5,9 +5,11 @@ everything else goes through sender tasks; the outcome a handler sees is the sam
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import math
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,25 +142,45 @@ async def _until(condition: Any) -> None:
             await anyio.sleep(0.005)
 
 
+@contextlib.asynccontextmanager
+async def _driving(
+    manager: Any,
+    handler: Callable[[list[int]], Any] = _serving,
+    *,
+    nodes: Iterable[int] = (NODE,),
+    config: ConnectionConfig = CONFIG,
+    prepare: Callable[[ConnectionManager], None] | None = None,
+) -> AsyncIterator[NetworkDriver]:
+    """A running NetworkDriver with `manager`, against a fake broker standing for every node
+    in `nodes` (``handler(port)`` makes its connection handler; `prepare` sees the
+    ConnectionManager before the driver starts). Stopped and disconnected on exit."""
+    port: list[int] = [0]
+    async with FakeBroker(handler(port)) as broker:
+        port[0] = broker.port
+        connections = ConnectionManager(broker.bootstrap, config)
+        connections.update_nodes({n: (broker.host, broker.port) for n in nodes})
+        if prepare is not None:
+            prepare(connections)
+        driver = NetworkDriver(connections, MetadataManager(), [manager])
+        async with anyio.create_task_group() as tg:
+            await tg.start(driver.run)
+            try:
+                yield driver
+            finally:
+                driver.stop()
+        await connections.close()
+
+
 def _run_with(
     backend: str, manager: Sequential | Window, config: ConnectionConfig = CONFIG, **serving: Any
 ) -> NetworkDriver:
     result: list[NetworkDriver] = []
 
     async def scenario() -> None:
-        port: list[int] = [0]
-        handler = _serving(port, **serving)
-        async with FakeBroker(handler) as broker:
-            port[0] = broker.port
-            connections = ConnectionManager(broker.bootstrap, config)
-            connections.update_nodes({NODE: (broker.host, broker.port)})
-            driver = NetworkDriver(connections, MetadataManager(), [manager])
+        handler = functools.partial(_serving, **serving)
+        async with _driving(manager, handler, config=config) as driver:
             result.append(driver)
-            async with anyio.create_task_group() as tg:
-                await tg.start(driver.run)
-                await _until(lambda: len(manager.outcomes) >= manager.count or driver.fatal_error)
-                driver.stop()
-            await connections.close()
+            await _until(lambda: len(manager.outcomes) >= manager.count or driver.fatal_error)
 
     run(backend, scenario)
     return result[0]
@@ -214,31 +236,26 @@ def test_response_after_stop_is_dropped() -> None:
     manager = Sequential(count=3)
 
     async def scenario() -> None:
-        port: list[int] = [0]
         release = anyio.Event()
 
-        async def handler(client: FakeClient) -> None:
-            await client.answer_api_versions()
-            while True:
-                received = await client.read_request()
-                names = [t.name for t in received.request.topics or []]
-                if names == ["t1"]:
-                    await release.wait()
-                await client.respond(received, _metadata_for(port[0], names))
+        def holding_t1(port: list[int]) -> Any:
+            async def handler(client: FakeClient) -> None:
+                await client.answer_api_versions()
+                while True:
+                    received = await client.read_request()
+                    names = [t.name for t in received.request.topics or []]
+                    if names == ["t1"]:
+                        await release.wait()
+                    await client.respond(received, _metadata_for(port[0], names))
 
-        async with FakeBroker(handler) as broker:
-            port[0] = broker.port
-            connections = ConnectionManager(broker.bootstrap, CONFIG)
-            connections.update_nodes({NODE: (broker.host, broker.port)})
-            driver = NetworkDriver(connections, MetadataManager(), [manager])
-            async with anyio.create_task_group() as tg:
-                await tg.start(driver.run)
-                await _until(lambda: len(manager.outcomes) == 1 and manager.in_flight)
-                driver.stop()
-            assert not driver.running
+            return handler
+
+        async with _driving(manager, holding_t1) as driver:
+            await _until(lambda: len(manager.outcomes) == 1 and manager.in_flight)
+            driver.stop()
+            await _until(lambda: not driver.running)
             release.set()
             await anyio.sleep(0.1)  # the response arrives and is read
-            await connections.close()
 
     run("asyncio", scenario)
     assert [o.topic for o in manager.outcomes] == ["t0"]
@@ -293,18 +310,9 @@ def test_follow_ups_needing_new_connections_from_a_callback(backend: str) -> Non
     manager = Stages([[("t0", 1)], [("t1", 1)], follow_ups, [("t6", 5)]])
 
     async def scenario() -> None:
-        port: list[int] = [0]
-        async with FakeBroker(_serving(port)) as broker:
-            port[0] = broker.port
-            connections = ConnectionManager(broker.bootstrap, CONFIG)
-            connections.update_nodes({n: (broker.host, broker.port) for n in range(1, 6)})
-            driver = NetworkDriver(connections, MetadataManager(), [manager])
-            async with anyio.create_task_group() as tg:
-                await tg.start(driver.run)
-                await _until(lambda: len(manager.outcomes) == 7 or driver.fatal_error)
-                driver.stop()
-            await connections.close()
-            assert driver.fatal_error is None
+        async with _driving(manager, nodes=range(1, 6)) as driver:
+            await _until(lambda: len(manager.outcomes) == 7 or driver.fatal_error)
+        assert driver.fatal_error is None
 
     run(backend, scenario)
     by_topic = {o.topic: o for o in manager.outcomes}
@@ -424,13 +432,12 @@ def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opene
     seen: list[str] = []
 
     async def scenario() -> None:
-        port: list[int] = [0]
-        async with FakeBroker(_serving(port, seen=seen)) as broker:
-            port[0] = broker.port
-            connections = ConnectionManager(broker.bootstrap, CONFIG)
-            connections.update_nodes({NODE: (broker.host, broker.port)})
-            opened, release = anyio.Event(), anyio.Event()
-            real_get = connections.get
+        opened, release = anyio.Event(), anyio.Event()
+        connections: list[ConnectionManager] = []
+
+        def hold_the_opener(manager: ConnectionManager) -> None:
+            connections.append(manager)
+            real_get = manager.get
 
             async def held_get(node_id: int) -> Any:
                 conn = await real_get(node_id)
@@ -438,23 +445,21 @@ def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opene
                 await release.wait()  # the opener's task has not run on yet
                 return conn
 
-            connections.get = held_get  # type: ignore[method-assign]
-            driver = NetworkDriver(connections, MetadataManager(), [manager])
-            async with anyio.create_task_group() as tg:
-                await tg.start(driver.run)
-                await opened.wait()
-                if backend == "asyncio":  # the window is real: t1 could be written now
-                    assert connections.ready(NODE) is not None
-                manager.second = True
-                driver.wakeup()
-                # the driver polls and dispatches t1 in one step (written at once, or queued
-                # behind t0): once it is made, its place on the wire is settled
-                await _until(lambda: len(manager.made) == 2)
-                release.set()
-                await _until(lambda: len(manager.outcomes) == 2 or driver.fatal_error)
-                driver.stop()
-            await connections.close()
-            assert driver.fatal_error is None
+            manager.get = held_get  # type: ignore[method-assign]
+
+        serving = functools.partial(_serving, seen=seen)
+        async with _driving(manager, serving, prepare=hold_the_opener) as driver:
+            await opened.wait()
+            if backend == "asyncio":  # the window is real: t1 could be written now
+                assert connections[0].ready(NODE) is not None
+            manager.second = True
+            driver.wakeup()
+            # the driver polls and dispatches t1 in one step (written at once, or queued
+            # behind t0): once it is made, its place on the wire is settled
+            await _until(lambda: len(manager.made) == 2)
+            release.set()
+            await _until(lambda: len(manager.outcomes) == 2 or driver.fatal_error)
+        assert driver.fatal_error is None
 
     run(backend, scenario)
     assert seen == ["t0", "t1"]
