@@ -464,3 +464,73 @@ def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opene
     run(backend, scenario)
     assert seen == ["t0", "t1"]
     assert all(o.error is None for o in manager.outcomes)
+
+
+@dataclass
+class LongPolls:
+    """A manager sending `count` requests to NODE one at a time, like a fetch of caught-up
+    partitions: each response wakes the application (`arrived`), and the next request
+    follows it (`defer` marks them `defer_follow_ups`). `trace` records the order."""
+
+    count: int
+    defer: bool
+    arrived: asyncio.Event
+    trace: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    in_flight: bool = False
+
+    def poll(self, now: float) -> PollResult:
+        if self.in_flight or len(self.outcomes) >= self.count:
+            return PollResult([], math.inf)
+        self.in_flight = True
+        topic = f"t{len(self.outcomes)}"
+        self.trace.append(f"sent {topic}")
+
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.in_flight = False
+            self.outcomes.append(_outcome(topic, response, error))
+            self.trace.append(f"handled {topic}")
+            self.arrived.set()
+
+        request = UnsentRequest(NODE, metadata_request(topic), handler)
+        request.defer_follow_ups = self.defer
+        return PollResult([request], math.inf)
+
+
+@pytest.mark.parametrize("defer", [True, False])
+def test_a_long_polls_follow_up_waits_for_the_application_it_woke(defer: bool) -> None:
+    # With defer_follow_ups the managers are polled for a response's follow-ups only after
+    # the event loop ran what was ready: here the application task the handler woke. Without
+    # it the next request is made in the handler's own callback, before the application.
+    manager: list[LongPolls] = []
+
+    async def scenario() -> None:
+        arrived = asyncio.Event()
+        polls = LongPolls(count=6, defer=defer, arrived=arrived)
+        manager.append(polls)
+
+        async def application() -> None:
+            while True:
+                await arrived.wait()
+                arrived.clear()
+                polls.trace.append("application")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(application)
+            async with _driving(polls) as driver:
+                await _until(lambda: len(polls.outcomes) == polls.count or driver.fatal_error)
+                await _until(lambda: polls.trace[-1] == "application")
+            tg.cancel_scope.cancel()
+        assert driver.fatal_error is None
+
+    run("asyncio", scenario)
+    polls = manager[0]
+    assert all(o.error is None and o.names == [o.topic] for o in polls.outcomes)
+    # t0 opened the connection from a sender task; t1..t5 were handled in loop callbacks
+    assert not any(o.in_task for o in polls.outcomes[1:])
+    after_t1 = polls.trace[polls.trace.index("handled t1") :]
+    if defer:
+        expected = ["handled t1", "application", "sent t2", "handled t2", "application"]
+    else:
+        expected = ["handled t1", "sent t2", "application", "handled t2", "sent t3"]
+    assert after_t1[:5] == expected
