@@ -301,21 +301,14 @@ class FetchManager:
         wanted: dict[TopicPartition, SessionPartition] = {}
         ids: dict[str, uuid.UUID] = {}
         use_ids = True
-        subs = self._subscriptions
-        # every partition starts at its high watermark: the broker holds the request until
-        # records arrive (or fetch_max_wait_ms passes)
-        long_poll = True
         for tp, start in partitions:
-            position = subs.position(tp)
+            position = self._subscriptions.position(tp)
             assert position is not None
             if start is None:
                 start = position.offset
                 last_epoch = position.offset_epoch
             else:  # a prefetch: after the buffered data
                 last_epoch = self._buffer.next_offset_epoch(tp)
-            if long_poll:
-                high_watermark = subs.state(tp).high_watermark
-                long_poll = high_watermark is not None and start >= high_watermark
             topic_id = ids.get(tp.topic)
             if topic_id is None:
                 topic_id = ids[tp.topic] = cluster.topic_id(tp.topic) or _NO_ID
@@ -353,8 +346,6 @@ class FetchManager:
             # the broker may hold the request for max_wait_ms before answering
             timeout_ms=None,
             max_version=None if use_ids else LAST_NAME_ONLY_FETCH_VERSION,
-            # its answer is one record batch or a few: the next fetch can wait a loop pass
-            defer_follow_ups=long_poll,
         )
 
     def _request(self, plan: SessionPlan) -> FetchRequest:

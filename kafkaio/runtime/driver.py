@@ -7,7 +7,6 @@ a response, a failure or an application event wakes it (`wakeup`).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import math
@@ -110,8 +109,6 @@ class NetworkDriver:
         self._turn_of: dict[int, Turn] = {}  # id() of a request in a line: its place there
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
-        # the timer of a pending `_follow_up_later` (asyncio only)
-        self._later: asyncio.TimerHandle | None = None
 
     # -- control --------------------------------------------------------------------------
 
@@ -187,9 +184,6 @@ class NetworkDriver:
                 self._fatal = exc
             finally:
                 self._running = False
-                if self._later is not None:
-                    self._later.cancel()
-                    self._later = None
                 self._metadata_event.set()
                 tg.cancel_scope.cancel()
 
@@ -339,17 +333,6 @@ class NetworkDriver:
         token = sniffio.current_async_library_cvar.set("asyncio")
         try:
             self._handle(unsent, response, error)
-            if unsent.defer_follow_ups and error is None:
-                self._follow_up_later()
-            else:
-                self._follow_up()
-        finally:
-            sniffio.current_async_library_cvar.reset(token)
-
-    def _follow_up(self) -> None:
-        """Poll the managers after a handler that ran in a loop callback, and send what they
-        want next: written at once where possible, else handed to a sender task."""
-        try:
             for request in self._poll_after_response():
                 if self._send_now(request):
                     continue
@@ -362,21 +345,6 @@ class NetworkDriver:
         except Exception as exc:  # a manager bug, raised outside the driver's tasks
             log.exception("polling the request managers failed; stopping the network task")
             self._crash(exc)
-
-    def _follow_up_later(self) -> None:
-        """`_follow_up` from a timer due now: asyncio runs it after the I/O callbacks of its
-        next pass, so responses already on their way (and the tasks the handler woke) go
-        first. One timer serves every response handled before it fires."""
-        if self._later is None:
-            self._later = asyncio.get_running_loop().call_later(0, self._run_later)
-
-    def _run_later(self) -> None:
-        self._later = None
-        if not self._running:
-            return
-        token = sniffio.current_async_library_cvar.set("asyncio")
-        try:
-            self._follow_up()
         finally:
             sniffio.current_async_library_cvar.reset(token)
 

@@ -27,11 +27,6 @@ class UnsentRequest:
     the callbacks already queued in the event loop (asyncio's fast path; elsewhere it changes
     nothing): for short handlers that an application is waiting on, such as Produce acks,
     which would otherwise wait behind a Fetch cycle read in the same loop pass.
-    ``defer_follow_ups`` lets the driver poll the managers after this request's handler
-    only once the event loop has run the I/O callbacks it has ready (asyncio's fast path;
-    elsewhere it changes nothing): for a long poll (a Fetch of caught-up partitions), whose
-    next request waits at the broker anyway, so a response read just after it (an ack the
-    application awaits) need not wait for the next request to be built and written.
     """
 
     node_id: int | None
@@ -41,7 +36,6 @@ class UnsentRequest:
     expect_response: bool = True
     max_version: int | None = None
     handle_on_read: bool = False
-    defer_follow_ups: bool = False
 
 
 @dataclass(slots=True)

@@ -240,41 +240,6 @@ def test_caught_up_partitions_wait_for_held_partitions_of_the_same_node() -> Non
     assert _requested(request) == {0: 15, 2: 30}
 
 
-def test_only_a_fetch_of_caught_up_partitions_lets_its_follow_ups_wait() -> None:
-    # a request whose every partition starts at its high watermark is a long poll: the
-    # broker answers it when records arrive, so the next fetch may wait a loop pass
-    rig = make_rig()
-    rig.subscriptions.assign_from_user([tp(0), tp(2)])  # both led by node 1
-    rig.subscriptions.seek(tp(0), 10)
-    rig.subscriptions.seek(tp(2), 30)
-    (first,) = rig.fetcher.poll(0).requests
-    assert not first.defer_follow_ups  # no high watermark known yet
-    first.handler(
-        1,
-        fetch_response(
-            partition_data(0, batch(10, values(10, 2)), high_watermark=20),
-            partition_data(2, high_watermark=30),
-        ),
-        None,
-    )
-    (behind,) = rig.fetcher.poll(2).requests
-    assert _requested(behind) == {0: 12, 2: 30}
-    assert not behind.defer_follow_ups  # partition 0 has 12-19 to come
-    behind.handler(
-        3, fetch_response(partition_data(0, batch(12, values(12, 8)), high_watermark=20)), None
-    )
-    rig.collector.collect()
-    (caught_up,) = rig.fetcher.poll(4).requests
-    assert _requested(caught_up) == {0: 20, 2: 30}
-    assert caught_up.defer_follow_ups
-    # a record arrives: the next fetch starts at the new high watermark, a long poll again
-    caught_up.handler(
-        5, fetch_response(partition_data(0, batch(20, values(20, 1)), high_watermark=21)), None
-    )
-    rig.collector.collect()
-    (again,) = rig.fetcher.poll(6).requests
-    assert _requested(again) == {0: 21, 2: 30} and again.defer_follow_ups
-
 
 def test_draining_needs_a_poll_only_for_what_the_last_poll_held_back() -> None:
     rig = _assigned_rig(max_partition_fetch_bytes=64)
