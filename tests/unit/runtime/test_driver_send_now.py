@@ -435,9 +435,9 @@ def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opene
         opened, release = anyio.Event(), anyio.Event()
         connections: list[ConnectionManager] = []
 
-        def hold_the_opener(manager: ConnectionManager) -> None:
-            connections.append(manager)
-            real_get = manager.get
+        def hold_the_opener(conns: ConnectionManager) -> None:
+            connections.append(conns)
+            real_get = conns.get
 
             async def held_get(node_id: int) -> Any:
                 conn = await real_get(node_id)
@@ -445,7 +445,7 @@ def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opene
                 await release.wait()  # the opener's task has not run on yet
                 return conn
 
-            manager.get = held_get  # type: ignore[method-assign]
+            conns.get = held_get  # type: ignore[method-assign]
 
         serving = functools.partial(_serving, seen=seen)
         async with _driving(manager, serving, prepare=hold_the_opener) as driver:
