@@ -920,10 +920,10 @@ class Consumer:
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not len(self._background):  # the common case: a collected record is waiting
-            record = self._pending.pop()
-            if record is not None:
-                return record
+        if not self._background:  # the common case: a collected record is waiting
+            pending = self._pending.records
+            if pending:
+                return pending.popleft()
         try:
             return await self.getone()
         except KafkaError:

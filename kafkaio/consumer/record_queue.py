@@ -21,23 +21,26 @@ class RecordQueue:
     Positions in SubscriptionState have already moved past these records; `first_pending`
     tells where the application really is (for commits), and `discard` drops records of
     partitions that were revoked, sought, reset or paused.
+
+    ``records`` is the queue itself (one deque for the queue's life): iteration's fast path
+    takes the next record with ``records.popleft()``, saving a method call per record.
     """
 
-    __slots__ = ("_records",)
+    __slots__ = ("records",)
 
     def __init__(self) -> None:
-        self._records: deque[Record] = deque()
+        self.records: deque[Record] = deque()
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self.records)
 
     def extend(self, batches: Mapping[TopicPartition, list[Record]]) -> None:
         for records in batches.values():
-            self._records.extend(records)
+            self.records.extend(records)
 
     def pop(self, partitions: Collection[TopicPartition] | None = None) -> Record | None:
         """The next record (of `partitions`, when given), or None."""
-        records = self._records
+        records = self.records
         if not records:
             return None
         if partitions is None:
@@ -53,40 +56,45 @@ class RecordQueue:
     ) -> dict[TopicPartition, list[Record]]:
         """Up to `limit` records (of `partitions`), grouped by partition, in order."""
         out: dict[TopicPartition, list[Record]] = {}
-        remaining = len(self._records) if limit is None else limit
+        remaining = len(self.records) if limit is None else limit
         keep: deque[Record] = deque()
-        while self._records:
-            record = self._records.popleft()
+        while self.records:
+            record = self.records.popleft()
             tp = TopicPartition(record.topic, record.partition)
             if remaining > 0 and (partitions is None or tp in partitions):
                 out.setdefault(tp, []).append(record)
                 remaining -= 1
             else:
                 keep.append(record)
-        self._records = keep
+        self._keep(keep)
         return out
 
     def first_pending(self) -> dict[TopicPartition, Record]:
         """The first undelivered record of each partition that has one."""
         first: dict[TopicPartition, Record] = {}
-        for record in self._records:
+        for record in self.records:
             first.setdefault(TopicPartition(record.topic, record.partition), record)
         return first
 
     def discard(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Record]:
         """Drop the records of `partitions`; returns the first dropped record of each."""
         dropped: dict[TopicPartition, Record] = {}
-        if not self._records or not partitions:
+        if not self.records or not partitions:
             return dropped
         keep: deque[Record] = deque()
-        for record in self._records:
+        for record in self.records:
             tp = TopicPartition(record.topic, record.partition)
             if tp in partitions:
                 dropped.setdefault(tp, record)
             else:
                 keep.append(record)
-        self._records = keep
+        self._keep(keep)
         return dropped
 
+    def _keep(self, kept: deque[Record]) -> None:
+        """Leave only `kept` in the queue (the same deque object stays)."""
+        self.records.clear()
+        self.records.extend(kept)
+
     def clear(self) -> None:
-        self._records.clear()
+        self.records.clear()

@@ -36,6 +36,16 @@ def test_record_queue_keeps_partition_order_and_reports_first_pending() -> None:
     assert len(queue) == 0 and queue.pop() is None
 
 
+def test_the_iteration_fast_path_sees_what_take_and_discard_leave() -> None:
+    # `async for` pops `records` directly: it must stay the one deque of the queue
+    queue = RecordQueue()
+    records = queue.records
+    queue.extend({A: [record(A, 5), record(A, 6)], B: [record(B, 1), record(B, 2)]})
+    assert queue.take(1, frozenset({B})) == {B: [record(B, 1)]}
+    assert queue.discard({A}) == {A: record(A, 5)}
+    assert queue.records is records and list(records) == [record(B, 2)]
+
+
 def group_consumer() -> Consumer:
     consumer = Consumer("t", bootstrap_servers="localhost:1", group_id="g")
     subs = consumer._subscriptions
