@@ -3,8 +3,10 @@
 Each client (in a fresh child process) runs one producer and one consumer of its own
 library on a new one-partition topic; the producer sends 100-byte records stamped with their
 send time at R msg/s (default 1,000) for S seconds, acks=1, linger_ms=0 for every client;
-the consumer notes when the application receives each record. Prints p50/p99/p99.9/max in
-ms. Run ``python -m benchmarks.bench_latency [--seconds S] [--rate R] [--runs N]``.
+the consumer notes when the application receives each record. A second child runs the
+producer alone (produce→ack without the consumer's Fetches reaching the same broker).
+Prints p50/p99/p99.9/max in ms.
+Run ``python -m benchmarks.bench_latency [--seconds S] [--rate R] [--runs N]``.
 """
 
 from __future__ import annotations
@@ -47,34 +49,39 @@ def suite(
     samples: dict[tuple[str, str], list[Metrics]] = {}
     base = f"{rate:,} msg/s, {SIZE} B, acks=1, linger_ms=0"
     wait = TANSU_FETCH_WAIT_MS if bootstrap in (None, MOCK) else KAFKA_FETCH_WAIT_MS
-    cases = {
+    with_consumer = {
         "ack_": f"produce→ack, {base}",
         "e2e_": f"produce→consume, {base}, fetch_max_wait_ms={wait}",
     }
+    alone = {"ack_": f"produce→ack, producer alone, {base}"}
     with BenchBroker(bootstrap) as broker:
         for _ in range(runs):
             for name in names:
-                topic = broker.new_topic("bench-latency")
-                metrics = run_isolated(
-                    clients.measure_latency,
-                    name,
-                    broker.bootstrap,
-                    topic,
-                    rate,
-                    seconds,
-                    SIZE,
-                    WARM_UP,
-                    wait,
-                    broker.pid,
-                )
-                for prefix, case in cases.items():
-                    kept = {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)}
-                    if kept.get("missing"):
-                        NOTES.add(
-                            f"{name}, {case}: {kept['missing']:.0f} records had no "
-                            "measurement (not acknowledged or not received within 30 s)"
-                        )
-                    samples.setdefault((case, name), []).append(kept)
+                for consume, cases in ((True, with_consumer), (False, alone)):
+                    topic = broker.new_topic("bench-latency")
+                    metrics = run_isolated(
+                        clients.measure_latency,
+                        name,
+                        broker.bootstrap,
+                        topic,
+                        rate,
+                        seconds,
+                        SIZE,
+                        WARM_UP,
+                        wait,
+                        broker.pid,
+                        consume,
+                    )
+                    for prefix, case in cases.items():
+                        kept = {
+                            k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)
+                        }
+                        if kept.get("missing"):
+                            NOTES.add(
+                                f"{name}, {case}: {kept['missing']:.0f} records had no "
+                                "measurement (not acknowledged or not received within 30 s)"
+                            )
+                        samples.setdefault((case, name), []).append(kept)
     if bootstrap in (None, MOCK):
         NOTES.add(TANSU_FETCH_NOTE)
     if clients.CONFLUENT_AIO in names:
@@ -88,8 +95,10 @@ def describe(seconds: float = SECONDS, rate: int = RATE) -> str:
         f"{seconds:g} s to one partition, acks=1, linger_ms=0 for every client (kafkaio's own "
         f"default is 5 ms); the first {WARM_UP} records are left out. produce→ack: from the "
         "send call to the delivery callback; produce→consume: from the send call to the "
-        "consumer application receiving the record (same process, perf_counter). With "
-        "several runs, the clients take turns and each figure is the median of the runs."
+        "consumer application receiving the record (same process, perf_counter). "
+        "produce→ack, producer alone: the same producer in a child of its own, with no "
+        "consumer fetching from the broker meanwhile. With several runs, the clients take "
+        "turns and each figure is the median of the runs."
     )
 
 

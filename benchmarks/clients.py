@@ -399,17 +399,21 @@ def measure_consume(
 
 class LatencyRecorder:
     """Send times by sequence number; ack and end-to-end latencies (ns) as they arrive.
-    Thread-safe enough for one producer thread, one ack thread and one consumer thread."""
+    Thread-safe enough for one producer thread, one ack thread and one consumer thread.
+    Without `consume` the run has no consumer: it is ready at the first ack (not the first
+    record received) and done when every record is acknowledged."""
 
-    def __init__(self, filler: bytes, total: int) -> None:
+    def __init__(self, filler: bytes, total: int, consume: bool = True) -> None:
         self.filler = filler
         self.total = total
+        self.consume = consume
         self.sent: list[int] = [0] * total
         self.ack_ns: list[int | None] = [None] * total
         self.e2e_ns: list[int | None] = [None] * total
         self.received = 0
+        self.acks = 0
         self.deadline = float("inf")  # perf_counter seconds; set once sending is done
-        self.first_received = threading.Event()
+        self.ready = threading.Event()  # the first record came back (received, or acked)
 
     def value(self, seq: int) -> bytes:
         """The stamped record value for `seq` (its send time is now)."""
@@ -419,23 +423,30 @@ class LatencyRecorder:
 
     def acked(self, seq: int) -> None:
         self.ack_ns[seq] = time.perf_counter_ns() - self.sent[seq]
+        self.acks += 1
+        if not self.consume:
+            self.ready.set()
 
     def consumed(self, value: bytes, now_ns: int) -> None:
         sent, seq = unstamp(value)
         if 0 <= seq < self.total and self.e2e_ns[seq] is None:
             self.e2e_ns[seq] = now_ns - sent
             self.received += 1
-        self.first_received.set()
+        self.ready.set()
 
     def done(self) -> bool:
-        return self.received >= self.total or time.perf_counter() > self.deadline
+        back = self.received if self.consume else self.acks
+        return back >= self.total or time.perf_counter() > self.deadline
 
     def finish_sending(self, grace_s: float = 30.0) -> None:
         self.deadline = time.perf_counter() + grace_s
 
     def summary(self, skip: int) -> Metrics:
         out: Metrics = {}
-        for prefix, values in (("ack_", self.ack_ns), ("e2e_", self.e2e_ns)):
+        series = [("ack_", self.ack_ns)]
+        if self.consume:
+            series.append(("e2e_", self.e2e_ns))
+        for prefix, values in series:
             kept = values[skip:]
             ms = [v / 1e6 for v in kept if v is not None]
             for key, value in latency_summary(ms).items():
@@ -479,9 +490,9 @@ def _paced_sync(
 
 async def _until_first(rec: LatencyRecorder, timeout: float = 60.0) -> None:
     deadline = time.perf_counter() + timeout
-    while not rec.first_received.is_set():
+    while not rec.ready.is_set():
         if time.perf_counter() > deadline:
-            raise TimeoutError("the consumer received nothing within 60 s")
+            raise TimeoutError(f"the first record did not come back within {timeout:.0f} s")
         await asyncio.sleep(0.01)
 
 
@@ -493,9 +504,9 @@ async def _until_done(rec: LatencyRecorder) -> None:
 
 def _wait_first_sync(rec: LatencyRecorder, idle: Callable[[float], Any]) -> None:
     deadline = time.perf_counter() + 60
-    while not rec.first_received.is_set():
+    while not rec.ready.is_set():
         if time.perf_counter() > deadline:
-            raise TimeoutError("the consumer received nothing within 60 s")
+            raise TimeoutError("the first record did not come back within 60 s")
         idle(0.01)
 
 
@@ -519,7 +530,7 @@ async def _latency_kafkaio(
                         rec.consumed(r.value, now)
 
     async with Producer(bootstrap, acks="1", linger_ms=0) as producer:
-        task = asyncio.create_task(consume())
+        task = asyncio.create_task(consume()) if rec.consume else None
 
         async def send(seq: int) -> None:
             future = await producer.enqueue(topic, rec.value(seq))
@@ -529,7 +540,8 @@ async def _latency_kafkaio(
         await _until_first(rec)
         await _paced_async(rec, send, rate)
         await _until_done(rec)
-        await task
+        if task is not None:
+            await task
 
 
 async def _latency_aiokafka(
@@ -558,7 +570,7 @@ async def _latency_aiokafka(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
     await producer.start()
     try:
-        task = asyncio.create_task(consume())
+        task = asyncio.create_task(consume()) if rec.consume else None
 
         async def send(seq: int) -> None:
             future = await producer.send(topic, rec.value(seq))
@@ -568,7 +580,8 @@ async def _latency_aiokafka(
         await _until_first(rec)
         await _paced_async(rec, send, rate)
         await _until_done(rec)
-        await task
+        if task is not None:
+            await task
     finally:
         await producer.stop()
 
@@ -594,7 +607,7 @@ async def _latency_confluent_aio(
 
     producer = AIOProducer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
     try:
-        task = asyncio.create_task(consume())
+        task = asyncio.create_task(consume()) if rec.consume else None
 
         async def send(seq: int) -> None:
             future = await producer.produce(topic, rec.value(seq))
@@ -606,7 +619,8 @@ async def _latency_confluent_aio(
         await _paced_async(rec, send, rate)
         await producer.flush()
         await _until_done(rec)
-        await task
+        if task is not None:
+            await task
     finally:
         await producer.close()
 
@@ -631,7 +645,8 @@ def _latency_confluent(
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
     thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
+    if rec.consume:
+        thread.start()
 
     def send(seq: int) -> None:
         producer.produce(topic, rec.value(seq), on_delivery=lambda err, msg: rec.acked(seq))
@@ -642,7 +657,8 @@ def _latency_confluent(
     _paced_sync(rec, send, rate, producer.poll)
     producer.flush(30)
     rec.finish_sending()
-    thread.join()
+    if rec.consume:
+        thread.join()
 
 
 def _latency_kafka_python(
@@ -670,7 +686,8 @@ def _latency_kafka_python(
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
     thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
+    if rec.consume:
+        thread.start()
     try:
 
         def send(seq: int) -> None:
@@ -681,7 +698,8 @@ def _latency_kafka_python(
         _paced_sync(rec, send, rate, time.sleep)
         producer.flush(30)
         rec.finish_sending()
-        thread.join()
+        if rec.consume:
+            thread.join()
     finally:
         producer.close()
 
@@ -705,14 +723,15 @@ def measure_latency(
     skip: int,
     fetch_wait_ms: int,
     broker_pid: int | None = None,
+    consume: bool = True,
 ) -> Metrics:
     """Child: one producer and one consumer of `client` (one partition, linger 0, acks=1);
     the producer sends stamped records at `rate`/s for `seconds`, the consumer (long-poll
-    `fetch_wait_ms`) notes when each arrives. The first `skip` records are left out. Also
-    the CPU this process and the broker process (`broker_pid`, when embedded) used, in %
-    of one core over the run."""
+    `fetch_wait_ms`) notes when each arrives; without `consume`, the producer alone (acks
+    only). The first `skip` records are left out. Also the CPU this process and the broker
+    process (`broker_pid`, when embedded) used, in % of one core over the run."""
     _prepare(client)
-    rec = LatencyRecorder(payload(size), int(rate * seconds) + skip + 1)
+    rec = LatencyRecorder(payload(size), int(rate * seconds) + skip + 1, consume)
     broker_cpu = process_cpu_seconds(broker_pid)
     wall, cpu = time.perf_counter(), time.process_time()
     LATENCY[client](bootstrap, topic, rec, rate, fetch_wait_ms)
@@ -723,7 +742,7 @@ def measure_latency(
     broker_end = process_cpu_seconds(broker_pid)
     if broker_cpu is not None and broker_end is not None:
         usage["broker_cpu_pct"] = 100 * (broker_end - broker_cpu) / wall
-    for prefix in ("ack_", "e2e_"):
+    for prefix in ("ack_", "e2e_") if consume else ("ack_",):
         out.update({prefix + key: value for key, value in usage.items()})
     return out
 

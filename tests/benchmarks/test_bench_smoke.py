@@ -1,5 +1,6 @@
-"""Smoke tests of the benchmark harness: the gap arithmetic of the rebalance suite, and one
-small produce cell that must give a row (msg/s, CPU, peak RSS) for every client."""
+"""Smoke tests of the benchmark harness: the gap arithmetic of the rebalance suite, one
+small produce cell that must give a row (msg/s, CPU, peak RSS) for every client, and the
+latency recorder with and without a consumer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from benchmarks import bench_produce, ceiling, clients
 from benchmarks.bench_rebalance import CASES, PARTITIONS, Timeline
+from benchmarks.common import BenchBroker, payload
 
 
 def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
@@ -105,3 +107,43 @@ def test_the_mock_cluster_broker_runs_a_consume_cell_on_what_it_kept() -> None:
     rows = bench_consume.suite(2000, {"none": 1}, MOCK)
     kafkaio = next(r for r in rows if r.client == clients.KAFKAIO)
     assert kafkaio.metrics["msg_per_s"] > 0
+
+
+def test_without_a_consumer_a_latency_run_is_ready_at_the_first_ack_done_at_the_last() -> None:
+    rec = clients.LatencyRecorder(payload(100), 3, consume=False)
+    for seq in range(3):
+        rec.value(seq)
+    assert not rec.ready.is_set() and not rec.done()
+    rec.acked(0)
+    assert rec.ready.is_set()
+    rec.acked(1)
+    assert not rec.done()
+    rec.acked(2)
+    assert rec.done()
+    summary = rec.summary(0)
+    assert summary["ack_samples"] == 3 and summary["ack_missing"] == 0
+    assert not any(key.startswith("e2e_") for key in summary)
+
+
+def test_with_a_consumer_the_latency_run_waits_for_every_record_to_come_back() -> None:
+    rec = clients.LatencyRecorder(payload(100), 2)
+    values = [rec.value(seq) for seq in range(2)]
+    rec.acked(0)
+    rec.acked(1)
+    assert not rec.ready.is_set() and not rec.done()  # acks alone do not end the run
+    rec.consumed(values[0], 0)
+    assert rec.ready.is_set() and not rec.done()
+    rec.consumed(values[1], 0)
+    assert rec.done()
+    assert {"ack_samples", "e2e_samples"} <= set(rec.summary(0))
+
+
+def test_the_producer_alone_latency_run_acknowledges_every_record() -> None:
+    with BenchBroker() as broker:
+        topic = broker.new_topic("smoke-latency")
+        metrics = clients.measure_latency(
+            clients.KAFKAIO, broker.bootstrap, topic, 500, 0.4, 100, 10, 10, broker.pid, False
+        )
+    assert metrics["ack_samples"] == 200 and metrics["ack_missing"] == 0
+    assert 0 < metrics["ack_p50_ms"] <= metrics["ack_p99_ms"] <= metrics["ack_max_ms"]
+    assert "e2e_samples" not in metrics
