@@ -6,7 +6,7 @@ matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` co
 chart. Every client runs against the same broker (an embedded Tansu; ``--broker mock``:
 librdkafka's mock cluster; ``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external
 cluster), with the same N and settings.
-About 17 minutes on a shared 2-core machine; ``--quick`` under 2.
+About 25 minutes on a shared 2-core machine; ``--quick`` under 2.
 """
 
 from __future__ import annotations
