@@ -138,6 +138,7 @@ def test_with_a_consumer_the_latency_run_waits_for_every_record_to_come_back() -
     assert {"ack_samples", "e2e_samples"} <= set(rec.summary(0))
 
 
+@pytest.mark.integration
 def test_the_producer_alone_latency_run_acknowledges_every_record() -> None:
     with BenchBroker() as broker:
         topic = broker.new_topic("smoke-latency")
