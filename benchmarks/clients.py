@@ -441,12 +441,16 @@ class LatencyRecorder:
     def finish_sending(self, grace_s: float = 30.0) -> None:
         self.deadline = time.perf_counter() + grace_s
 
+    @property
+    def series(self) -> dict[str, list[int | None]]:
+        """The measured series by metric prefix: acks, and end to end with a consumer."""
+        if self.consume:
+            return {"ack_": self.ack_ns, "e2e_": self.e2e_ns}
+        return {"ack_": self.ack_ns}
+
     def summary(self, skip: int) -> Metrics:
         out: Metrics = {}
-        series = [("ack_", self.ack_ns)]
-        if self.consume:
-            series.append(("e2e_", self.e2e_ns))
-        for prefix, values in series:
+        for prefix, values in self.series.items():
             kept = values[skip:]
             ms = [v / 1e6 for v in kept if v is not None]
             for key, value in latency_summary(ms).items():
@@ -496,10 +500,34 @@ async def _until_first(rec: LatencyRecorder, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _until_done(rec: LatencyRecorder) -> None:
+def _consumer_task(
+    rec: LatencyRecorder, consume: Callable[[], Awaitable[None]]
+) -> asyncio.Task[None] | None:
+    """The run's consumer as a task, or None when the producer runs alone."""
+    return asyncio.create_task(consume()) if rec.consume else None
+
+
+def _consumer_thread(rec: LatencyRecorder, consume: Callable[[], None]) -> threading.Thread | None:
+    """The run's consumer in a started thread, or None when the producer runs alone."""
+    if not rec.consume:
+        return None
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    return thread
+
+
+async def _until_done(rec: LatencyRecorder, consumer: asyncio.Task[None] | None) -> None:
     rec.finish_sending()
     while not rec.done():
         await asyncio.sleep(0.01)
+    if consumer is not None:
+        await consumer
+
+
+def _until_done_sync(rec: LatencyRecorder, consumer: threading.Thread | None) -> None:
+    rec.finish_sending()
+    if consumer is not None:
+        consumer.join()
 
 
 def _wait_first_sync(rec: LatencyRecorder, idle: Callable[[float], Any]) -> None:
@@ -530,7 +558,7 @@ async def _latency_kafkaio(
                         rec.consumed(r.value, now)
 
     async with Producer(bootstrap, acks="1", linger_ms=0) as producer:
-        task = asyncio.create_task(consume()) if rec.consume else None
+        task = _consumer_task(rec, consume)
 
         async def send(seq: int) -> None:
             future = await producer.enqueue(topic, rec.value(seq))
@@ -539,9 +567,7 @@ async def _latency_kafkaio(
         await send(0)
         await _until_first(rec)
         await _paced_async(rec, send, rate)
-        await _until_done(rec)
-        if task is not None:
-            await task
+        await _until_done(rec, task)
 
 
 async def _latency_aiokafka(
@@ -570,7 +596,7 @@ async def _latency_aiokafka(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
     await producer.start()
     try:
-        task = asyncio.create_task(consume()) if rec.consume else None
+        task = _consumer_task(rec, consume)
 
         async def send(seq: int) -> None:
             future = await producer.send(topic, rec.value(seq))
@@ -579,9 +605,7 @@ async def _latency_aiokafka(
         await send(0)
         await _until_first(rec)
         await _paced_async(rec, send, rate)
-        await _until_done(rec)
-        if task is not None:
-            await task
+        await _until_done(rec, task)
     finally:
         await producer.stop()
 
@@ -607,7 +631,7 @@ async def _latency_confluent_aio(
 
     producer = AIOProducer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
     try:
-        task = asyncio.create_task(consume()) if rec.consume else None
+        task = _consumer_task(rec, consume)
 
         async def send(seq: int) -> None:
             future = await producer.produce(topic, rec.value(seq))
@@ -618,9 +642,7 @@ async def _latency_confluent_aio(
         await _until_first(rec)
         await _paced_async(rec, send, rate)
         await producer.flush()
-        await _until_done(rec)
-        if task is not None:
-            await task
+        await _until_done(rec, task)
     finally:
         await producer.close()
 
@@ -644,9 +666,7 @@ def _latency_confluent(
             consumer.close()
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
-    thread = threading.Thread(target=consume, daemon=True)
-    if rec.consume:
-        thread.start()
+    thread = _consumer_thread(rec, consume)
 
     def send(seq: int) -> None:
         producer.produce(topic, rec.value(seq), on_delivery=lambda err, msg: rec.acked(seq))
@@ -656,9 +676,7 @@ def _latency_confluent(
     _wait_first_sync(rec, producer.poll)
     _paced_sync(rec, send, rate, producer.poll)
     producer.flush(30)
-    rec.finish_sending()
-    if rec.consume:
-        thread.join()
+    _until_done_sync(rec, thread)
 
 
 def _latency_kafka_python(
@@ -685,9 +703,7 @@ def _latency_kafka_python(
             consumer.close()
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0)
-    thread = threading.Thread(target=consume, daemon=True)
-    if rec.consume:
-        thread.start()
+    thread = _consumer_thread(rec, consume)
     try:
 
         def send(seq: int) -> None:
@@ -697,9 +713,7 @@ def _latency_kafka_python(
         _wait_first_sync(rec, time.sleep)
         _paced_sync(rec, send, rate, time.sleep)
         producer.flush(30)
-        rec.finish_sending()
-        if rec.consume:
-            thread.join()
+        _until_done_sync(rec, thread)
     finally:
         producer.close()
 
@@ -742,7 +756,7 @@ def measure_latency(
     broker_end = process_cpu_seconds(broker_pid)
     if broker_cpu is not None and broker_end is not None:
         usage["broker_cpu_pct"] = 100 * (broker_end - broker_cpu) / wall
-    for prefix in ("ack_", "e2e_") if consume else ("ack_",):
+    for prefix in rec.series:
         out.update({prefix + key: value for key, value in usage.items()})
     return out
 
