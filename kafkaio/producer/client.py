@@ -450,7 +450,7 @@ class Producer:
         """A batch of `tp` filled up: wake the network task, and give it a turn at the next
         record. Not while `tp` has as many batches in flight as it may: this one could not
         be sent before a response, whose handling polls the sender anyway."""
-        if not self._sender.may_send_ahead(tp):
+        if not self._sender.may_send_full(tp):
             return
         assert self._driver is not None
         self._driver.wakeup()
@@ -577,9 +577,9 @@ class Producer:
                 partitioner.partition(topic, None, partitions, available)
             if self._fast_ok and not partition_given:
                 self._open_fast_path(topic, partition, version, result.batch)
-        if result.new_batch and self._sender.may_send_ahead(tp):
-            # the network task must learn when its linger ends (not while the partition has
-            # all the batches in flight it may: this one cannot go before a response, whose
+        if result.new_batch and not self._sender.has_in_flight(tp):
+            # the network task must learn when its linger ends (not while a batch of the
+            # partition is in flight: this one cannot go before that one's response, whose
             # handling polls the sender)
             assert self._driver is not None
             self._driver.wakeup()

@@ -42,11 +42,10 @@ class Sender:
 
     At most ``max_in_flight`` requests per broker, each with at most one batch per
     partition. As in the Java client, ``max_in_flight`` > 1 lets a partition have several
-    batches in flight: a batch that is ready (full, or its linger over) is sent ahead of an
-    unanswered one of its partition, so with ``linger_ms=0`` a record does not wait for the
-    answer to the record before it. Batches fill up while every slot is taken. Retries go
-    one at a time: a batch to retry waits until nothing of its partition is in flight, and
-    newer batches wait behind it. With
+    batches in flight, but here only full ones are sent ahead of an unanswered batch (a
+    batch that is not full waits for the answer and fills up meanwhile, so small records
+    still travel in large batches). Retries go one at a time: a batch to retry waits until
+    nothing of its partition is in flight, and newer batches wait behind it. With
     idempotence the broker rejects a batch sent after one that failed (a sequence gap), so
     order holds through retries; without it, a retry can land after a newer batch (the
     Java client's documented rule), except where idempotence was wanted and the broker
@@ -100,10 +99,13 @@ class Sender:
     def requests_in_flight(self) -> int:
         return self._requests_in_flight
 
-    def may_send_ahead(self, tp: TopicPartition) -> bool:
-        """Whether a new batch of `tp` may be sent now, as far as the batches of `tp` in
-        flight go (a producer wakes the network task for it only then: else a response's
-        handling polls the sender)."""
+    def has_in_flight(self, tp: TopicPartition) -> bool:
+        """True while a batch of `tp` is in flight (its response will poll the sender)."""
+        return tp in self._tp_in_flight
+
+    def may_send_full(self, tp: TopicPartition) -> bool:
+        """Whether a full batch of `tp` may be sent now, as far as the batches of `tp` in
+        flight go (a producer wakes the network task for it only then)."""
         in_flight = self._tp_in_flight.get(tp)
         return in_flight is None or len(in_flight) < self._partition_limit()
 
@@ -183,10 +185,10 @@ class Sender:
                 self._done(batch, now)
 
     def _may_send(self, batch: ProducerBatch) -> bool:
-        if batch.tp in self._tp_in_flight and (
-            batch.attempts or not self.may_send_ahead(batch.tp)
+        if batch.tp in self._tp_in_flight and not (
+            batch.closed and not batch.attempts and self.may_send_full(batch.tp)
         ):
-            return False  # see the class docstring: retries go alone, new batches ahead
+            return False  # see the class docstring: only full, new batches are sent ahead
         txn = self.transactions
         if txn is not None and not txn.partition_ready(batch.tp):
             return False  # AddPartitionsToTxn first

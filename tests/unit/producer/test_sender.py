@@ -119,7 +119,7 @@ def test_full_batches_are_sent_ahead_up_to_max_in_flight() -> None:
     assert all(sent_partitions(r) == [T0] for r in sent)
     answer(sent[0], 4, base_offset=0)
     (fourth,) = produce_requests(h.poll(5))  # a slot came free: the next full batch goes
-    assert produce_requests(h.poll(6)) == []  # three in flight again: the last one waits
+    assert produce_requests(h.poll(6)) == []  # the last batch is not full: it waits
     for offset, request in enumerate([*sent[1:], fourth], start=1):
         answer(request, 7, base_offset=offset)
     (last,) = produce_requests(h.poll(8))
@@ -139,73 +139,46 @@ def test_a_partition_has_at_most_max_in_flight_batches_in_flight_across_leaders(
     assert produce_requests(h.poll(200)) == []  # a retry waits until none is in flight
 
 
-def test_a_ready_batch_that_is_not_full_is_sent_ahead_of_the_one_in_flight() -> None:
-    # linger 0: a record does not wait for the answer to the record before it (as in Java)
+def test_a_batch_that_is_not_full_waits_for_the_batch_in_flight() -> None:
     h = Harness({"t": [1]})
     first = h.append("t", 0, now=0)
     (r1,) = produce_requests(h.poll(0))
-    second = h.append("t", 0, now=1)
-    (r2,) = produce_requests(h.poll(1))
-    assert headers(r2)[T0][3] == 1
-    answer(r2, 2, base_offset=1)
+    second = h.append("t", 0, now=1)  # linger 0: ready, but it can fill up meanwhile
+    assert produce_requests(h.poll(1)) == []
+    third = h.append("t", 0, now=2)
     answer(r1, 3, base_offset=0)
-    assert [f.result().offset for f in (first, second)] == [0, 1]
-
-
-def test_a_batch_in_its_linger_is_not_sent_ahead() -> None:
-    h = Harness({"t": [1]}, linger_ms=20)
-    h.append("t", 0, now=0)
-    (r1,) = produce_requests(h.poll(20))
-    h.append("t", 0, now=21)
-    result = h.poll(30)
-    assert produce_requests(result) == [] and result.next_poll_ms == 11
-    (r2,) = produce_requests(h.poll(41))  # its linger is over: it goes, r1 still in flight
-    assert sent_partitions(r2) == [T0]
-
-
-def test_with_every_slot_taken_the_next_batch_fills_up() -> None:
-    h = Harness({"t": [1]}, conn={"max_in_flight_requests_per_connection": 2})
-    first = h.append("t", 0, now=0)
-    (r1,) = produce_requests(h.poll(0))
-    second = h.append("t", 0, now=1)
-    (r2,) = produce_requests(h.poll(1))
-    later = [h.append("t", 0, now=2) for _ in range(3)]
-    assert produce_requests(h.poll(2)) == []  # two in flight: the limit
-    answer(r1, 3, base_offset=0)
-    (r3,) = produce_requests(h.poll(3))
-    assert headers(r3)[T0][3] == 3  # the three records went in one batch
+    (r2,) = produce_requests(h.poll(3))
+    (hdr,) = headers(r2).values()
+    assert hdr[3] == 2  # the two records went in one batch
     answer(r2, 4, base_offset=1)
-    answer(r3, 4, base_offset=2)
-    assert [f.result().offset for f in (first, second, *later)] == [0, 1, 2, 3, 4]
+    assert [f.result().offset for f in (first, second, third)] == [0, 1, 2]
 
 
 def test_batches_sent_ahead_of_a_failed_one_are_retried_after_it_in_order() -> None:
     # An idempotent producer with two batches of T0 in flight: the first gets a retriable
     # error, the broker rejects the second as a sequence gap. Both are retried one at a time,
     # with their sequence numbers, and the third batch goes after them.
-    h = Harness(
-        {"t": [1]},
-        idempotent=True,
-        batch_size=100,
-        conn={"max_in_flight_requests_per_connection": 2},
-    )
+    h = Harness({"t": [1]}, idempotent=True, batch_size=100)
     h.init_producer_id(0)
     futures = [h.append("t", 0, now=0) for _ in range(3)]
     r1, r2 = produce_requests(h.poll(1)) + produce_requests(h.poll(1))
     assert [headers(r)[T0][2] for r in (r1, r2)] == [0, 1]
-    assert produce_requests(h.poll(1)) == []  # two in flight: the third waits
+    assert produce_requests(h.poll(1)) == []  # the third batch is not full
     answer(r1, 2, errors={T0: NOT_LEADER})
     answer(r2, 2, errors={T0: OUT_OF_ORDER})
     assert h.idem.state is IdState.READY  # not a gap of ours: no epoch bump
     assert not any(f.done() for f in futures)
-    (retry0,) = produce_requests(h.poll(102))
-    assert produce_requests(h.poll(102)) == []  # retries go alone: the second waits
-    answer(retry0, 103, base_offset=11)
-    (retry1,) = produce_requests(h.poll(103))
-    (third,) = produce_requests(h.poll(103))  # a new batch may follow a retry in flight
-    assert [headers(r)[T0][2] for r in (retry0, retry1, third)] == [0, 1, 2]
-    answer(retry1, 104, base_offset=12)
-    answer(third, 104, base_offset=13)
+    sequences = []
+    now = 102.0
+    while not all(f.done() for f in futures):
+        requests = produce_requests(h.poll(now))
+        assert len(requests) <= 1
+        assert produce_requests(h.poll(now)) == []  # retries go alone, the third after them
+        for request in requests:
+            sequences.append(headers(request)[T0][2])
+            answer(request, now, base_offset=10 + len(sequences))
+        now += 1
+    assert sequences == [0, 1, 2]
     assert [f.result().offset for f in futures] == [11, 12, 13]
 
 
@@ -434,7 +407,7 @@ def test_without_the_idempotence_it_wanted_a_producer_keeps_one_batch_per_partit
         h.append("t", 0)  # full batches
     (first,) = produce_requests(h.poll(2))
     assert produce_requests(h.poll(3)) == []
-    assert not h.sender.may_send_ahead(T0)
+    assert not h.sender.may_send_full(T0)
     answer(first, 4)
     assert len(produce_requests(h.poll(5))) == 1
 
