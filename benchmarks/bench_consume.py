@@ -15,7 +15,7 @@ import io
 import pstats
 
 from benchmarks import clients
-from benchmarks.common import BenchBroker, add_broker_argument, fill, readable
+from benchmarks.common import BenchBroker, add_broker_argument, fill, in_turn, readable
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -44,7 +44,7 @@ def suite(
             for compression, (topic, wanted) in topics.items():
                 if round_ >= runs[compression]:
                     continue
-                for name in names:
+                for name in in_turn(names, round_):
                     metrics = run_isolated(
                         clients.measure_consume,
                         name,

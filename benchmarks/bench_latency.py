@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks import clients
-from benchmarks.common import MOCK, BenchBroker, add_broker_argument
+from benchmarks.common import MOCK, BenchBroker, add_broker_argument, in_turn
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -55,8 +55,8 @@ def suite(
     }
     alone = {"ack_": f"produce→ack, producer alone, {base}"}
     with BenchBroker(bootstrap) as broker:
-        for _ in range(runs):
-            for name in names:
+        for run in range(runs):
+            for name in in_turn(names, run):
                 for consume, cases in ((True, with_consumer), (False, alone)):
                     topic = broker.new_topic("bench-latency")
                     metrics = run_isolated(
@@ -98,7 +98,7 @@ def describe(seconds: float = SECONDS, rate: int = RATE) -> str:
         "consumer application receiving the record (same process, perf_counter). "
         "produce→ack, producer alone: the same producer in a child of its own, with no "
         "consumer fetching from the broker meanwhile. With several runs, the clients take "
-        "turns and each figure is the median of the runs."
+        "turns, in reverse order every second run, and each figure is the median of the runs."
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from benchmarks import clients
 from benchmarks.clients import ProduceSpec
-from benchmarks.common import BenchBroker, add_broker_argument
+from benchmarks.common import BenchBroker, add_broker_argument, in_turn
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -71,7 +71,7 @@ def suite(case_list: list[Case], bootstrap: str | None = None) -> list[Row]:
             for case in case_list:
                 if round_ >= case.runs:
                     continue
-                for name in names:
+                for name in in_turn(names, round_):
                     metrics = measure(broker, name, case)
                     samples.setdefault((case.name, name), []).append(metrics)
     return [median_row("produce", case, name, runs) for (case, name), runs in samples.items()]

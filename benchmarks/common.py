@@ -269,6 +269,12 @@ def readable(broker: BenchBroker, topic: str, partitions: int, written: int) -> 
 # -- latency -------------------------------------------------------------------------------
 
 
+def in_turn(names: Sequence[str], round_: int) -> Sequence[str]:
+    """The clients' order in run `round_`: as given, reversed every second run, so a broker
+    or machine that slows as a suite goes on weighs on no client more than another."""
+    return names if round_ % 2 == 0 else names[::-1]
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile of `values` (q in 0..1)."""
     ordered = sorted(values)

@@ -1,6 +1,6 @@
 """Smoke tests of the benchmark harness: the gap arithmetic of the rebalance suite, one
 small produce cell that must give a row (msg/s, CPU, peak RSS) for every client, and the
-latency recorder with and without a consumer."""
+latency recorder with and without a consumer, and the order the clients take turns in."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import bench_produce, ceiling, clients
 from benchmarks.bench_rebalance import CASES, PARTITIONS, Timeline
-from benchmarks.common import BenchBroker, payload
+from benchmarks.common import BenchBroker, in_turn, payload
 
 
 def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
@@ -148,3 +148,9 @@ def test_the_producer_alone_latency_run_acknowledges_every_record() -> None:
     assert metrics["ack_samples"] == 200 and metrics["ack_missing"] == 0
     assert 0 < metrics["ack_p50_ms"] <= metrics["ack_p99_ms"] <= metrics["ack_max_ms"]
     assert "e2e_samples" not in metrics
+
+
+def test_the_clients_take_turns_in_reverse_order_every_second_run() -> None:
+    names = ("kafkaio", "aiokafka", "confluent-kafka (sync)")
+    orders = [tuple(in_turn(names, run)) for run in range(3)]
+    assert orders == [names, names[::-1], names]
