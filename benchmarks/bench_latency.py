@@ -6,7 +6,8 @@ send time at R msg/s (default 1,000) for S seconds, acks=1, linger_ms=0 for ever
 the consumer notes when the application receives each record. A second child runs the
 producer alone (produce→ack without the consumer's Fetches reaching the same broker).
 Prints p50/p99/p99.9/max in ms.
-Run ``python -m benchmarks.bench_latency [--seconds S] [--rate R] [--runs N]``.
+Run ``python -m benchmarks.bench_latency [--seconds S] [--rate R] [--runs N]
+[--clients kafkaio,aiokafka] [--no-producer-alone]`` (the last two for an A/B of one case).
 """
 
 from __future__ import annotations
@@ -43,9 +44,16 @@ CONFLUENT_AIO_BUFFER = (
 
 
 def suite(
-    rate: int = RATE, seconds: float = SECONDS, runs: int = 1, bootstrap: str | None = None
+    rate: int = RATE,
+    seconds: float = SECONDS,
+    runs: int = 1,
+    bootstrap: str | None = None,
+    only: tuple[str, ...] = CLIENTS,
+    producer_alone: bool = True,
 ) -> list[Row]:
-    names = clients.available(CLIENTS, bootstrap)
+    """Every client of `only` in turn, `runs` times: with its consumer and (unless
+    `producer_alone` is False) its producer alone; a row of medians per case and client."""
+    names = clients.available(only, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     base = f"{rate:,} msg/s, {SIZE} B, acks=1, linger_ms=0"
     wait = TANSU_FETCH_WAIT_MS if bootstrap in (None, MOCK) else KAFKA_FETCH_WAIT_MS
@@ -54,10 +62,11 @@ def suite(
         "e2e_": f"produce→consume, {base}, fetch_max_wait_ms={wait}",
     }
     alone = {"ack_": f"produce→ack, producer alone, {base}"}
+    plan = ((True, with_consumer), (False, alone)) if producer_alone else ((True, with_consumer),)
     with BenchBroker(bootstrap) as broker:
         for run in range(runs):
             for name in in_turn(names, run):
-                for consume, cases in ((True, with_consumer), (False, alone)):
+                for consume, cases in plan:
                     topic = broker.new_topic("bench-latency")
                     metrics = run_isolated(
                         clients.measure_latency,
@@ -107,10 +116,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=int, default=RATE)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help="comma-separated clients to measure, in this order (default: all)",
+    )
+    parser.add_argument(
+        "--no-producer-alone",
+        action="store_true",
+        help="measure only each client's producer with its consumer in the process",
+    )
     add_broker_argument(parser)
     args = parser.parse_args(argv)
+    only = tuple(name.strip() for name in args.clients.split(",") if name.strip())
+    unknown = [name for name in only if name not in CLIENTS]
+    if unknown or not only:
+        parser.error(f"--clients: unknown {unknown}; choose from {', '.join(CLIENTS)}")
     print(describe(args.seconds, args.rate))
-    print(suite_table(suite(args.rate, args.seconds, args.runs, args.bootstrap)))
+    rows = suite(
+        args.rate, args.seconds, args.runs, args.bootstrap, only, not args.no_producer_alone
+    )
+    print(suite_table(rows))
+    print("\np99 ms of each run, in the order run:")
+    for row in rows:
+        print(f"- {row.case} | {row.client}: " + ", ".join(f"{r['p99_ms']:.2f}" for r in row.runs))
     for text in sorted(NOTES):
         print(f"\nNote: {text}.")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_produce, ceiling, clients
+from benchmarks import bench_latency, bench_produce, ceiling, clients
 from benchmarks.bench_rebalance import CASES, PARTITIONS, Timeline
 from benchmarks.common import BenchBroker, in_turn, payload
 
@@ -154,3 +154,12 @@ def test_the_clients_take_turns_in_reverse_order_every_second_run() -> None:
     names = ("kafkaio", "aiokafka", "confluent-kafka (sync)")
     orders = [tuple(in_turn(names, run)) for run in range(3)]
     assert orders == [names, names[::-1], names]
+
+
+def test_the_latency_suite_refuses_a_client_it_does_not_know(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench_latency.main(["--clients", "kafkaio,kafka-go"])
+    assert exc.value.code == 2
+    assert "unknown ['kafka-go']" in capsys.readouterr().err
