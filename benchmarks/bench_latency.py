@@ -130,8 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     only = tuple(name.strip() for name in args.clients.split(",") if name.strip())
     unknown = [name for name in only if name not in CLIENTS]
-    if unknown or not only:
+    if unknown:
         parser.error(f"--clients: unknown {unknown}; choose from {', '.join(CLIENTS)}")
+    if not only:
+        parser.error(f"--clients: name at least one of {', '.join(CLIENTS)}")
     print(describe(args.seconds, args.rate))
     rows = suite(
         args.rate, args.seconds, args.runs, args.bootstrap, only, not args.no_producer_alone

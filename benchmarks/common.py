@@ -159,6 +159,15 @@ async def _create_topic(bootstrap: str, topic: str, partitions: int, replication
             raise error
 
 
+# -- order of the clients ------------------------------------------------------------------
+
+
+def in_turn(names: Sequence[str], round_: int) -> Sequence[str]:
+    """The clients' order in run `round_`: as given, reversed every second run, so a broker
+    or machine that slows as a suite goes on weighs on no client more than another."""
+    return names if round_ % 2 == 0 else names[::-1]
+
+
 # -- payloads ------------------------------------------------------------------------------
 
 
@@ -267,12 +276,6 @@ def readable(broker: BenchBroker, topic: str, partitions: int, written: int) -> 
 
 
 # -- latency -------------------------------------------------------------------------------
-
-
-def in_turn(names: Sequence[str], round_: int) -> Sequence[str]:
-    """The clients' order in run `round_`: as given, reversed every second run, so a broker
-    or machine that slows as a suite goes on weighs on no client more than another."""
-    return names if round_ % 2 == 0 else names[::-1]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
