@@ -7,7 +7,8 @@ the consumer notes when the application receives each record. A second child run
 producer alone (produce→ack without the consumer's Fetches reaching the same broker).
 Prints p50/p99/p99.9/max in ms.
 Run ``python -m benchmarks.bench_latency [--seconds S] [--rate R] [--runs N]
-[--clients kafkaio,aiokafka] [--no-producer-alone]`` (the last two for an A/B of one case).
+[--clients kafkaio,aiokafka] [--no-producer-alone] [--pin]`` (the last three for an A/B of
+one case; ``--pin`` puts an embedded broker on a core of its own, the clients on the others).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks import clients
-from benchmarks.common import MOCK, BenchBroker, add_broker_argument, in_turn
+from benchmarks.common import MOCK, BenchBroker, add_broker_argument, in_turn, pin_broker
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -37,6 +38,9 @@ TANSU_FETCH_NOTE = (
     f"{TANSU_FETCH_WAIT_MS} for every client"
 )
 CLIENTS = clients.PEERS
+PINNED_NOTE = (
+    "latency (--pin): the embedded broker ran on a core of its own and the clients on the others"
+)
 CONFLUENT_AIO_BUFFER = (
     "confluent-kafka's AIOProducer buffers produce() calls and hands them to librdkafka in "
     "batches of 1,000 or after buffer_timeout (1 s by default), which its latency shows"
@@ -50,9 +54,13 @@ def suite(
     bootstrap: str | None = None,
     only: tuple[str, ...] = CLIENTS,
     producer_alone: bool = True,
+    pin: bool = False,
 ) -> list[Row]:
     """Every client of `only` in turn, `runs` times: with its consumer and (unless
-    `producer_alone` is False) its producer alone; a row of medians per case and client."""
+    `producer_alone` is False) its producer alone; a row of medians per case and client.
+    With `pin`, an embedded broker runs on a core of its own and the clients on the others
+    (see `pin_broker`): an A/B of the mock cluster, whose thread otherwise runs on the
+    client's core; Tansu, which keeps a core busy while a Fetch waits, saturates one."""
     names = clients.available(only, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     base = f"{rate:,} msg/s, {SIZE} B, acks=1, linger_ms=0"
@@ -64,6 +72,9 @@ def suite(
     alone = {"ack_": f"produce→ack, producer alone, {base}"}
     plan = ((True, with_consumer), (False, alone)) if producer_alone else ((True, with_consumer),)
     with BenchBroker(bootstrap) as broker:
+        cpus = pin_broker(broker.pid) if pin else None
+        if cpus is not None:
+            NOTES.add(PINNED_NOTE)
         for run in range(runs):
             for name in in_turn(names, run):
                 for consume, cases in plan:
@@ -80,6 +91,7 @@ def suite(
                         wait,
                         broker.pid,
                         consume,
+                        cpus=cpus,
                     )
                     for prefix, case in cases.items():
                         kept = {
@@ -126,6 +138,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="measure only each client's producer with its consumer in the process",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="run an embedded broker on a core of its own and the clients on the others "
+        "(default: they share every core)",
+    )
     add_broker_argument(parser)
     args = parser.parse_args(argv)
     only = tuple(name.strip() for name in args.clients.split(",") if name.strip())
@@ -136,7 +154,13 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--clients: name at least one of {', '.join(CLIENTS)}")
     print(describe(args.seconds, args.rate))
     rows = suite(
-        args.rate, args.seconds, args.runs, args.bootstrap, only, not args.no_producer_alone
+        args.rate,
+        args.seconds,
+        args.runs,
+        args.bootstrap,
+        only,
+        not args.no_producer_alone,
+        args.pin,
     )
     print(suite_table(rows))
     print("\np99 ms of each run, in the order run:")

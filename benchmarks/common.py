@@ -168,6 +168,26 @@ def in_turn(names: Sequence[str], round_: int) -> Sequence[str]:
     return names if round_ % 2 == 0 else names[::-1]
 
 
+# -- cores ---------------------------------------------------------------------------------
+
+
+def pin_broker(pid: int | None) -> frozenset[int] | None:
+    """Pin every thread of the embedded broker's process `pid` to the last core this process
+    may use, as a broker on a machine of its own would leave the client's cores alone, and
+    return the other cores, for the clients' processes (`run_isolated`'s `cpus`). None, and
+    nothing pinned, for an external cluster (`pid` None), with fewer than two cores, or where
+    the system has no CPU affinity."""
+    if pid is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return None
+    # a thread keeps the affinity it had; threads started later inherit their parent's
+    for task in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(task), {cores[-1]})
+    return frozenset(cores[:-1])
+
+
 # -- payloads ------------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import logging
 import multiprocessing
+import os
 import resource
 import threading
 import time
@@ -26,13 +27,18 @@ class ChildError(RuntimeError):
     """A measured run failed in its child process; the message holds its traceback."""
 
 
-def run_isolated(target: Callable[..., Metrics], *args: Any, timeout: float = 900) -> Metrics:
-    """``target(*args)`` in a fresh (spawned) Python process; its metrics plus
-    ``peak_rss_mib``, the child's peak resident set size. `target` must be a module-level
-    function (it is pickled by name)."""
+def run_isolated(
+    target: Callable[..., Metrics],
+    *args: Any,
+    timeout: float = 900,
+    cpus: frozenset[int] | None = None,
+) -> Metrics:
+    """``target(*args)`` in a fresh (spawned) Python process, on the cores `cpus` if given
+    (every thread it starts too); its metrics plus ``peak_rss_mib``, the child's peak
+    resident set size. `target` must be a module-level function (it is pickled by name)."""
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(sender, target, args), daemon=True)
+    process = ctx.Process(target=_child, args=(sender, target, args, cpus), daemon=True)
     process.start()
     sender.close()
     try:
@@ -58,7 +64,14 @@ def run_isolated(target: Callable[..., Metrics], *args: Any, timeout: float = 90
     return value  # type: ignore[no-any-return]
 
 
-def _child(sender: Connection, target: Callable[..., Metrics], args: tuple[Any, ...]) -> None:
+def _child(
+    sender: Connection,
+    target: Callable[..., Metrics],
+    args: tuple[Any, ...],
+    cpus: frozenset[int] | None,
+) -> None:
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
     # peers log expected broker quirks (e.g. aiokafka's InitProducerId on Tansu) as errors;
     # the suites turn what matters into notes
     logging.disable(logging.ERROR)

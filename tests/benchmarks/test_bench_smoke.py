@@ -1,14 +1,18 @@
 """Smoke tests of the benchmark harness: the gap arithmetic of the rebalance suite, one
 small produce cell that must give a row (msg/s, CPU, peak RSS) for every client, and the
-latency recorder with and without a consumer, and the order the clients take turns in."""
+latency recorder with and without a consumer, the order the clients take turns in, and the
+latency suite's broker on a core of its own."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from benchmarks import bench_latency, bench_produce, ceiling, clients
 from benchmarks.bench_rebalance import CASES, PARTITIONS, Timeline
-from benchmarks.common import BenchBroker, in_turn, payload
+from benchmarks.common import BenchBroker, in_turn, payload, pin_broker
+from benchmarks.isolate import Metrics, run_isolated
 
 
 def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
@@ -163,3 +167,27 @@ def test_the_latency_suite_refuses_a_client_it_does_not_know(
         bench_latency.main(["--clients", "kafkaio,kafka-go"])
     assert exc.value.code == 2
     assert "unknown ['kafka-go']" in capsys.readouterr().err
+
+
+def _own_cores() -> Metrics:
+    return {f"core_{core}": 1.0 for core in os.sched_getaffinity(0)}
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning needs CPU affinity and at least two cores",
+)
+def test_the_broker_gets_a_core_of_its_own_and_the_clients_the_others() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    with BenchBroker() as broker:
+        assert broker.pid is not None
+        clients_cores = pin_broker(broker.pid)
+        threads = os.listdir(f"/proc/{broker.pid}/task")
+        assert len(threads) > 1  # Tansu's runtime threads, not only its main thread
+        for thread in threads:
+            assert os.sched_getaffinity(int(thread)) == {cores[-1]}
+    assert clients_cores == frozenset(cores[:-1])
+    child = run_isolated(_own_cores, cpus=clients_cores)
+    assert {key for key in child if key.startswith("core_")} == {f"core_{c}" for c in cores[:-1]}
+    assert pin_broker(None) is None  # an external cluster: nothing to pin
