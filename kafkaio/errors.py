@@ -53,6 +53,27 @@ class CorruptRecordError(KafkaError):
         self.offset = offset
 
 
+class RecordDeserializationError(KafkaError):
+    """The consumer's key or value deserializer raised for one record (the cause is chained).
+
+    ``topic``, ``partition`` and ``offset`` name the record and ``part`` is ``"key"`` or
+    ``"value"``. The records before it were handed out; the position stays at this record,
+    so every later call raises again until the application seeks past it
+    (``consumer.seek(TopicPartition(topic, partition), offset + 1)``).
+    """
+
+    def __init__(self, topic: str, partition: int, offset: int, part: str) -> None:
+        super().__init__(
+            f"the {part} deserializer failed for the record at offset {offset} of "
+            f"{topic!r} partition {partition} (see the cause); the records before it were "
+            f"returned and the position stays at it: seek to offset {offset + 1} to skip it"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.part = part
+
+
 class KafkaConnectionError(KafkaError):
     """A connection to a broker could not be made or was lost. Retrying may help."""
 

@@ -20,7 +20,7 @@ from kafkaio.consumer.record import (
     records_from_tuples,
 )
 from kafkaio.consumer.subscription import FetchState, SubscriptionState
-from kafkaio.errors import CorruptRecordError
+from kafkaio.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.records import LegacyRecordBatch, RecordBatch, iter_batches
 from kafkaio.records.record import ControlRecordType, RecordTuple
@@ -121,10 +121,28 @@ class CompletedFetch:
         """Up to `max_records` records from the current position, decoding batches as needed;
         `deserializers` (key, value) apply to each one handed out (None: raw keys and values).
 
-        Raises CorruptRecordError (naming topic, partition, offset) for bad data; the fetch is
-        then exhausted so the position stays at the bad batch.
+        Bad data (CorruptRecordError, naming topic, partition and offset; the fetch is then
+        exhausted) or a deserializer that raises (RecordDeserializationError) ends the take:
+        the records before the bad one are returned, and the error is raised by the next
+        take (or, for a corrupt batch, by the take of the fetch that starts there), so the
+        position stays at the bad record and none before it is lost.
         """
         out: list[ConsumerRecord[Any, Any]] = []
+        try:
+            self._take(out, max_records, deserializers, read_committed, check_crcs)
+        except KafkaError:
+            if not out:
+                raise
+        return out
+
+    def _take(
+        self,
+        out: list[ConsumerRecord[Any, Any]],
+        max_records: int,
+        deserializers: Deserializers | None,
+        read_committed: bool,
+        check_crcs: bool,
+    ) -> None:
         topic, partition = self.tp
         while len(out) < max_records:
             current = self._current
@@ -138,18 +156,21 @@ class CompletedFetch:
                         )
                     )
                 else:
-                    out.extend(
-                        deserialized_records(
-                            topic,
-                            partition,
-                            current,
-                            index,
-                            end,
-                            self._ts_type,
-                            self._epoch,
-                            *deserializers,
+                    try:
+                        out.extend(
+                            deserialized_records(
+                                topic,
+                                partition,
+                                current,
+                                index,
+                                end,
+                                self._ts_type,
+                                self._epoch,
+                                *deserializers,
+                            )
                         )
-                    )
+                    except Exception:
+                        self._deserialize_until_failure(out, index, end, deserializers)
                 self._index = end
                 self.next_fetch_offset = current[end - 1][0] + 1
                 self.last_epoch = self._epoch
@@ -160,7 +181,45 @@ class CompletedFetch:
             if batch is None:
                 break
             self._load(batch, read_committed)
-        return out
+
+    def _deserialize_until_failure(
+        self,
+        out: list[ConsumerRecord[Any, Any]],
+        index: int,
+        end: int,
+        deserializers: Deserializers,
+    ) -> None:
+        """A deserializer raised for one of the current batch's records `index`..`end`: hand
+        out those before it, leave the fetch at it and raise RecordDeserializationError."""
+        topic, partition = self.tp
+        current = self._current
+        for i in range(index, end):
+            try:
+                out.extend(
+                    deserialized_records(
+                        topic,
+                        partition,
+                        current,
+                        i,
+                        i + 1,
+                        self._ts_type,
+                        self._epoch,
+                        *deserializers,
+                    )
+                )
+            except Exception as exc:
+                self._index = i
+                if i > index:
+                    self.next_fetch_offset = current[i - 1][0] + 1
+                    self.last_epoch = self._epoch
+                row = current[i]
+                try:
+                    deserializers[0](row[2])
+                    part = "value"
+                except Exception:
+                    part = "key"
+                raise RecordDeserializationError(topic, partition, row[0], part) from exc
+        raise AssertionError("a deserializer failed once and not again")  # pragma: no cover
 
     def _next_batch(self, check_crcs: bool) -> Batch | None:
         if self.exhausted:
@@ -360,7 +419,9 @@ class FetchCollector:
         partitions: Collection[TopicPartition] | None = None,
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
         """Take up to `max_records` records (None: all buffered), optionally only from
-        `partitions`; positions advance past what is returned."""
+        `partitions`; positions advance past what is returned. A bad record (corrupt, or its
+        deserializer raised) raises only when nothing was taken before it: else this call
+        returns the records taken and the next one raises."""
         remaining = max_records if max_records is not None else 1 << 62
         result: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         subs = self._subscriptions
@@ -395,6 +456,13 @@ class FetchCollector:
                         read_committed=self._read_committed,
                         check_crcs=self._check_crcs,
                     )
+                except KafkaError:
+                    if not (out or result):
+                        raise
+                    # as Java: hand out what was taken; the next call raises the error
+                    if out:
+                        result[tp] = out
+                    return result
                 finally:
                     if fetch.exhausted:
                         buffer.pop(tp)

@@ -1,12 +1,13 @@
 """FetchBuffer + FetchCollector: lazy hand-out, positions advance only on hand-out, pause,
-seek and unassignment, read_committed filtering of aborted transactions, corrupt data."""
+seek and unassignment, read_committed filtering of aborted transactions, corrupt data and
+deserializers that raise (the records before the bad one are handed out, none is lost)."""
 
 from __future__ import annotations
 
 import pytest
 
 from kafkaio.consumer.fetch_buffer import CompletedFetch
-from kafkaio.errors import CorruptRecordError
+from kafkaio.errors import CorruptRecordError, RecordDeserializationError
 from kafkaio.records import Compression
 from kafkaio.records.record import ControlRecordType
 
@@ -161,6 +162,61 @@ def test_corrupt_batch_raises_and_keeps_position() -> None:
     assert (info.value.partition, info.value.offset) == (0, 2)
     assert rig.subscriptions.position(tp(0)).offset == 2
     assert not rig.buffer.has_data(tp(0))  # refetched next time; the error repeats until seek
+
+
+def test_a_corrupt_batch_after_good_ones_in_one_take_hands_the_good_ones_out_first() -> None:
+    good = batch(0, values(0, 2))
+    bad = bytearray(batch(2, values(2, 2)))
+    bad[-1] ^= 0xFF
+    rig = _rig_with(good + bytes(bad))
+    assert [r.offset for r in rig.collector.collect()[tp(0)]] == [0, 1]
+    assert rig.subscriptions.position(tp(0)).offset == 2
+    assert not rig.buffer.has_data(tp(0))  # the refetch from offset 2 starts at the bad batch
+
+
+def _strict(data: bytes | None) -> str:
+    assert data is not None
+    if data.startswith(b"bad"):
+        raise ValueError(f"cannot decode {data!r}")
+    return data.decode()
+
+
+def test_a_failing_value_deserializer_hands_out_the_records_before_it_then_raises() -> None:
+    rig = _rig_with(
+        batch(0, [b"a", b"b"]) + batch(2, [b"c", b"bad", b"d"]), value_deserializer=_strict
+    )
+    assert [r.value for r in rig.collector.collect()[tp(0)]] == ["a", "b", "c"]
+    assert rig.subscriptions.position(tp(0)).offset == 3
+    for _ in range(2):  # the error repeats: the position stays at the bad record
+        with pytest.raises(RecordDeserializationError) as info:
+            rig.collector.collect()
+        error = info.value
+        assert (error.topic, error.partition, error.offset, error.part) == ("t", 0, 3, "value")
+        assert isinstance(error.__cause__, ValueError)
+        assert "offset 3" in str(error) and "seek to offset 4" in str(error)
+        assert rig.subscriptions.position(tp(0)).offset == 3
+    rig.subscriptions.seek(tp(0), 4)  # skipping it drops the buffered fetch: refetched
+    assert rig.collector.collect() == {}
+
+
+def test_a_failing_key_deserializer_is_named_and_the_first_record_raises_at_once() -> None:
+    rig = _rig_with(batch(0, [b"v"]), key_deserializer=lambda b: _strict(b"bad" + b))
+    with pytest.raises(RecordDeserializationError) as info:
+        rig.collector.collect()
+    assert (info.value.offset, info.value.part) == (0, "key")
+    assert rig.subscriptions.position(tp(0)).offset == 0
+
+
+def test_a_bad_record_in_one_partition_loses_none_taken_from_another() -> None:
+    rig = _rig_with(batch(0, values(0, 3)), value_deserializer=_strict)
+    rig.buffer.add(CompletedFetch(tp(1), 0, batch(0, [b"bad"])))
+    first = rig.collector.collect()
+    assert {p: [r.offset for r in rs] for p, rs in first.items()} == {tp(0): [0, 1, 2]}
+    assert rig.subscriptions.position(tp(0)).offset == 3
+    with pytest.raises(RecordDeserializationError) as info:
+        rig.collector.collect()
+    assert (info.value.partition, info.value.offset) == (1, 0)
+    assert rig.subscriptions.position(tp(1)).offset == 0
 
 
 def test_next_offset_after_reads_batch_headers_and_ignores_a_partial_tail() -> None:
