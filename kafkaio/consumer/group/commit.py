@@ -194,11 +194,16 @@ class CommitManager:
         return errors
 
     def fail_pending(self, error: KafkaError) -> None:
-        """Fail every unfinished handle (the consumer is closing)."""
+        """Fail every unfinished handle (the consumer unsubscribes or closes). The lookup of
+        new partitions' committed offsets starts afresh: partitions assigned later get one
+        at once (a late answer to the failed one is ignored)."""
         for op in self._operations():
             op.handle.fail(error)
         self._commits.clear()
         self._fetches.clear()
+        self._positions_fetch = None
+        self._positions_failures = 0
+        self._next_positions_ms = -math.inf
 
     def _operations(self) -> list[_Commit | _Fetch]:
         return [*self._commits, *self._fetches]

@@ -9,7 +9,12 @@ from kafkaio.consumer.group.coordinator import CoordinatorManager
 from kafkaio.consumer.group.errors import CommitFailedError
 from kafkaio.consumer.group.events import PartitionsLost
 from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
-from kafkaio.errors import KafkaTimeoutError, RebalanceInProgressError, UnknownTopicOrPartitionError
+from kafkaio.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+    UnknownTopicOrPartitionError,
+)
 from kafkaio.metadata.cluster import TopicPartition as TP
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.requests import UnsentRequest
@@ -239,6 +244,20 @@ def test_a_seek_during_the_lookup_wins() -> None:
     subs.seek(T0, 99)
     answer(req, 1, fetch_response_v8([(T0, 40, 3, "")]), 9)
     assert subs.position(T0).offset == 99  # type: ignore[union-attr]
+
+
+def test_partitions_assigned_after_an_unsubscribe_get_their_committed_offsets() -> None:
+    subs, _, commits = manual()
+    subs.assign_from_user([T0])
+    (stale,) = commits.poll(0).requests  # T0's lookup, in flight when the app unsubscribes
+    commits.fail_pending(KafkaError("the consumer unsubscribed"))
+    subs.unsubscribe()
+    answer(stale, 1, fetch_response_v8([(T0, 40, -1, "")]), 9)  # a late answer: ignored
+    subs.assign_from_user([T1])
+    (req,) = commits.poll(2).requests
+    assert [t.partition_indexes for t in req.request.groups[0].topics] == [[1]]
+    answer(req, 3, fetch_response_v8([(T1, 7, -1, "")]), 9)
+    assert subs.position(T1).offset == 7  # type: ignore[union-attr]
 
 
 def test_fetch_committed_reports_missing_offsets_and_errors() -> None:
