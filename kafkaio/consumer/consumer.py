@@ -286,7 +286,13 @@ class Consumer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        try:
+            await self.close()
+        except Exception as error:
+            if exc is None:
+                raise
+            # the body's exception goes on; the listener's is only logged
+            log.warning("closing the consumer after %r: %r", exc, error)
 
     async def start(self) -> None:
         """Start the network task and load cluster metadata (bootstrap)."""
@@ -326,12 +332,15 @@ class Consumer:
 
     async def close(self) -> None:
         """Commit consumed offsets (auto-commit) and leave the group, then stop the network
-        task and close connections. Safe to call twice."""
+        task and close connections. Safe to call twice. An error raised while leaving (the
+        rebalance listener's, say) is raised once the consumer is closed, as Java's close()
+        does (``async with`` only logs it when its body is already raising)."""
         if self._closed:
             return
+        error: Exception | None = None
         try:
             if self._driver is not None and self._driver.running and self._commits is not None:
-                await self._close_group()
+                error = await self._close_group()
         except Exception as exc:  # closing goes on: the network task must stop
             log.warning("closing the consumer's group membership failed: %r", exc)
         try:
@@ -350,12 +359,17 @@ class Consumer:
                 if self._connections is not None:
                     with anyio.CancelScope(shield=True):
                         await self._connections.close()
+        if error is not None:
+            raise error
 
-    async def _close_group(self) -> None:
+    async def _close_group(self) -> Exception | None:
+        """Leave the group (or commit, with auto-commit and assign()); the first error
+        raised while leaving, for close() to raise once closed."""
         assert self._commits is not None
         timeout_s = self._config.default_api_timeout_ms / 1000
+        error = None
         if self._subscriptions.has_auto_assignment():
-            await self._leave_group("the consumer is being closed", timeout_s)
+            error = await self._leave_group("the consumer is being closed", timeout_s)
         elif self._config.enable_auto_commit and self._subscriptions.assigned_partitions():
             try:
                 await self.commit(timeout_ms=self._config.default_api_timeout_ms)
@@ -364,6 +378,7 @@ class Consumer:
         self._commits.fail_pending(
             KafkaError("the consumer was closed before this group operation completed")
         )
+        return error
 
     async def _close_fetch_sessions(self) -> None:
         """Stop fetching and close this consumer's fetch sessions on the brokers that keep
@@ -379,8 +394,10 @@ class Consumer:
             while not fetcher.sessions_closed and driver.running:
                 await self._wait_for_data(_LEAVE_CHECK_S)
 
-    async def _leave_group(self, reason: str, timeout_s: float) -> None:
-        """Revoke (commit first, run the listener) and send LeaveGroup; wait until out."""
+    async def _leave_group(self, reason: str, timeout_s: float) -> Exception | None:
+        """Revoke (commit first, run the listener) and send LeaveGroup; wait until out.
+        Leaving goes on past errors (the listener's, the group's): the first is returned,
+        for the caller to raise once it is done."""
         membership, bridge = self._membership, self._bridge
         assert membership is not None and bridge is not None
         membership.leave(now_ms(), reason)
@@ -405,6 +422,7 @@ class Consumer:
                 timeout_s,
                 membership.state.value,
             )
+        return first_error
 
     def _check(self) -> NetworkDriver:
         if self._closed:
@@ -571,10 +589,12 @@ class Consumer:
 
     async def unsubscribe(self) -> None:
         """Stop consuming: leave the group (revoking partitions: auto-commit, then the
-        listener) when subscribed, and drop the subscription or assignment."""
+        listener) when subscribed, and drop the subscription or assignment. An error raised
+        while leaving (the rebalance listener's, say) is raised once that is done."""
         group = self._membership is not None and self._subscriptions.has_auto_assignment()
+        error = None
         if group and self._driver is not None and self._driver.running and not self._closed:
-            await self._leave_group(
+            error = await self._leave_group(
                 "the consumer unsubscribed", self._config.default_api_timeout_ms / 1000
             )
         else:
@@ -588,6 +608,8 @@ class Consumer:
                 KafkaError("the consumer unsubscribed before this group operation completed")
             )
         self._wakeup()
+        if error is not None:
+            raise error
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions assigned to this consumer now (by assign() or by the group)."""

@@ -1,6 +1,7 @@
 """kafkaio.Consumer in a consumer group (classic protocol) on Tansu and the mock cluster:
 exactly-once consumption by 3 members over every codec, commits seen by aiokafka, a member
-leaving, listener order, pattern subscription and max_poll_interval_ms expiry."""
+leaving, listener order, a failing listener, pattern subscription and max_poll_interval_ms
+expiry."""
 
 from __future__ import annotations
 
@@ -294,6 +295,60 @@ async def test_listener_callbacks_arrive_in_order_with_the_right_partitions(
             ("revoked", everything),  # close
         ]
         assert second.calls == [("assigned", split[1]), ("revoked", split[1])]
+
+
+class _Failing(RebalanceListener):
+    def __init__(self) -> None:
+        self.revoked = 0
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.revoked += 1
+        raise LookupError(f"the listener failed for {sorted(revoked)}")
+
+
+async def test_a_failing_listener_is_raised_by_unsubscribe_and_by_close_once_done(
+    broker: BrokerInfo, unique_topic: str
+) -> None:
+    await broker.create_topic(unique_topic, 1)
+    everything = {TopicPartition(unique_topic, 0)}
+    listener = _Failing()
+    with anyio.fail_after(60):
+        consumer = Consumer(bootstrap_servers=broker.bootstrap, group_id=_group(), **GROUP_OPTIONS)
+        await consumer.start()
+        try:
+            consumer.subscribe([unique_topic], listener=listener)
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+            with pytest.raises(LookupError, match="the listener failed"):
+                await consumer.unsubscribe()
+            assert listener.revoked == 1
+            assert consumer.assignment() == set() and consumer.subscription() == frozenset()
+            consumer.subscribe([unique_topic], listener=listener)  # the group again
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+        finally:
+            with pytest.raises(LookupError, match="the listener failed"):
+                await consumer.close()
+        assert listener.revoked == 2
+        with pytest.raises(KafkaError, match="closed"):  # closed all the same
+            await consumer.getmany(timeout_ms=0)
+        await consumer.close()  # a second close has nothing left to raise
+
+
+async def test_async_with_keeps_the_bodys_error_over_a_failing_listener(
+    broker: BrokerInfo, unique_topic: str
+) -> None:
+    await broker.create_topic(unique_topic, 1)
+    listener = _Failing()
+    with anyio.fail_after(60), pytest.raises(ZeroDivisionError):
+        async with Consumer(
+            bootstrap_servers=broker.bootstrap, group_id=_group(), **GROUP_OPTIONS
+        ) as consumer:
+            consumer.subscribe([unique_topic], listener=listener)
+            while not consumer.assignment():
+                await consumer.getmany(timeout_ms=100)
+            1 / 0  # noqa: B018
+    assert listener.revoked == 1  # it ran on close, and its error was only logged
 
 
 async def test_pattern_subscription_picks_up_a_new_topic(
