@@ -48,6 +48,11 @@ class IdempotenceManager:
     batch, UNKNOWN_PRODUCER_ID) the epoch is bumped as in KIP-360: once no batch is in
     flight, InitProducerId with the current id and epoch (a new id where the broker cannot
     bump), then every partition's sequence starts again at 0.
+
+    Before the bump, the retries of other partitions' batches (`gap_partitions` says which
+    partitions caused it) go out under the old id, epoch and sequence, so that the broker
+    drops those it already wrote, as Java's producer keeps a sequenced batch's producer
+    state; new batches wait for the new epoch (the Sender decides, see `sends_before_bump`).
     """
 
     def __init__(
@@ -72,6 +77,8 @@ class IdempotenceManager:
         self._next_seq: dict[TopicPartition, int] = {}
         self._last_acked: dict[TopicPartition, int] = {}
         self._bumping = False
+        # partitions whose sequence the bump restarts (their queued batches are renumbered)
+        self.gap_partitions: set[TopicPartition] = set()
 
     @property
     def enabled(self) -> bool:
@@ -84,8 +91,15 @@ class IdempotenceManager:
 
     # -- InitProducerId -----------------------------------------------------------------
 
+    def sends_before_bump(self, batch: ProducerBatch) -> bool:
+        """While a bump waits: whether `batch` goes out first, under the old epoch (a retry
+        of a partition that did not cause the bump; it may have been written already)."""
+        return batch.base_sequence != NO_SEQUENCE and batch.tp not in self.gap_partitions
+
     def time_to_request(self, now: float, produce_in_flight: bool) -> float | None:
-        """ms until an InitProducerId request is due (0: now), or None if none is needed."""
+        """ms until an InitProducerId request is due (0: now), or None if none is needed.
+        `produce_in_flight`: a produce request is unanswered, or a batch that
+        `sends_before_bump` is queued (the bump waits for it)."""
         if self.transactional:
             return None
         if self.state is IdState.BUMP_PENDING and not produce_in_flight:
@@ -115,6 +129,7 @@ class IdempotenceManager:
         self._attempts = 0
         self._next_seq.clear()
         self._last_acked.clear()
+        self.gap_partitions.clear()
         if self._bumping:
             log.info(
                 "producer epoch bumped: producer id %d epoch %d (was id %d epoch %d); "
@@ -133,6 +148,7 @@ class IdempotenceManager:
         self.state = IdState.READY
         self._next_seq.clear()
         self._last_acked.clear()
+        self.gap_partitions.clear()
         self._bumping = False
 
     def on_failure(self, now: float, error: BaseException) -> None:
@@ -171,15 +187,19 @@ class IdempotenceManager:
         self.fatal_error = error
         log.error("the producer cannot produce idempotently: %s", error)
 
-    def request_bump(self, reason: str) -> None:
-        """Bump the epoch (KIP-360) as soon as no produce request is in flight.
+    def request_bump(self, tp: TopicPartition, reason: str) -> None:
+        """Bump the epoch (KIP-360) because of `tp`'s sequence, as soon as no produce request
+        is in flight and no other partition's retry is queued.
 
         Not for a transactional producer: its TransactionManager bumps after the abort."""
-        if self.state in (IdState.DISABLED, IdState.FATAL) or self._bumping or self.transactional:
+        if self.state in (IdState.DISABLED, IdState.FATAL) or self.transactional:
+            return
+        self.gap_partitions.add(tp)
+        if self._bumping:
             return
         self._bumping = True
         self.state = IdState.BUMP_PENDING
-        log.warning("bumping the producer epoch: %s", reason)
+        log.warning("bumping the producer epoch: %s: %s", tp, reason)
 
     # -- sequence numbers -----------------------------------------------------------------
 

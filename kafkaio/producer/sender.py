@@ -143,7 +143,9 @@ class Sender:
             result = txn.poll(now, incomplete=self._acc.has_incomplete)
             requests.extend(result.requests)
             next_ms = min(next_ms, result.next_poll_ms)
-        wait = idem.time_to_request(now, self._requests_in_flight > 0)
+        wait = idem.time_to_request(
+            now, self._requests_in_flight > 0 or self._retries_before_bump()
+        )
         if wait is not None:
             if wait <= 0:
                 requests.append(UnsentRequest(None, idem.make_request(), self._on_init))
@@ -159,13 +161,14 @@ class Sender:
                 log.info("waiting for metadata: a partition with records has no known leader")
         elif self._unknown_leader_logged:
             self._unknown_leader_logged = False
-        if idem.can_send:
+        if idem.can_send or idem.state is IdState.BUMP_PENDING:
+            may_send = self._may_send if idem.can_send else self._may_send_before_bump
             limit = self._config.max_in_flight
             for node, partitions in ready.items():
                 if self._node_in_flight.get(node, 0) >= limit:
                     continue  # a response wakes the driver
                 batches = self._acc.drain(
-                    node, partitions, self._config.max_request_size, now, self._may_send
+                    node, partitions, self._config.max_request_size, now, may_send
                 )
                 if batches:
                     requests.append(self._produce_request(node, batches, now))
@@ -196,6 +199,16 @@ class Sender:
         if idem.enabled and batch.base_sequence == NO_SEQUENCE:
             idem.assign(batch)
         return True
+
+    def _may_send_before_bump(self, batch: ProducerBatch) -> bool:
+        return self.idempotence.sends_before_bump(batch) and self._may_send(batch)
+
+    def _retries_before_bump(self) -> bool:
+        """A bump waits for: a queued retry under the old epoch (see IdempotenceManager)."""
+        idem = self.idempotence
+        if idem.state is not IdState.BUMP_PENDING:
+            return False
+        return any(idem.sends_before_bump(batch) for batch in self._acc.queued_batches())
 
     def _produce_request(
         self, node: int, batches: list[ProducerBatch], now: float
@@ -252,7 +265,8 @@ class Sender:
             self._resequence_queued()
 
     def _resequence_queued(self) -> None:
-        """After a new producer id or epoch, queued batches get new sequence numbers."""
+        """After a new producer id or epoch, queued batches get new sequence numbers (only
+        those of the partitions that caused a bump are left: the others went out before)."""
         for batch in self._acc.queued_batches():
             if batch.base_sequence != NO_SEQUENCE:
                 batch.set_producer_state(-1, -1, NO_SEQUENCE)
@@ -348,7 +362,7 @@ class Sender:
                 self._retry(batch, error, now)
                 return
             if isinstance(error, OutOfOrderSequenceNumberError):
-                idem.request_bump(f"{batch.tp}: the broker reports a sequence gap")
+                idem.request_bump(batch.tp, "the broker reports a sequence gap")
                 self._fail(
                     batch,
                     KafkaError(
@@ -361,7 +375,7 @@ class Sender:
                 )
                 return
             if isinstance(error, UnknownProducerIdError | InvalidProducerEpochError):
-                idem.request_bump(f"{batch.tp}: {type(error).__name__}")
+                idem.request_bump(batch.tp, type(error).__name__)
                 self._retry(batch, error, now)
                 return
         self._retry(batch, error, now)
@@ -409,7 +423,7 @@ class Sender:
             if not batch.done:
                 txn.on_batch_failed(error, batch.base_sequence != NO_SEQUENCE)
         elif idem.enabled and batch.base_sequence != NO_SEQUENCE and not batch.done:
-            idem.request_bump(f"{batch.tp}: a batch with sequence numbers failed ({error})")
+            idem.request_bump(batch.tp, f"a batch with sequence numbers failed ({error})")
         if batch.fail(error):
             self._done(batch, now)
 

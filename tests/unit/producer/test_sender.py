@@ -359,6 +359,31 @@ def test_out_of_order_on_the_next_batch_fails_it_and_bumps_the_epoch() -> None:
     assert later.result().offset == 3
 
 
+def test_a_bump_lets_other_partitions_retries_go_first_under_their_old_epoch() -> None:
+    h = Harness({"t": [1, 2]}, idempotent=True)
+    h.init_producer_id(0, producer_id=7, epoch=0)
+    retried = h.append("t", 0, now=0)
+    lost = h.append("t", 1, now=0)
+    first = {r.node_id: r for r in produce_requests(h.poll(1))}
+    assert headers(first[1])[T0] == (7, 0, 0, 1)
+    first[1].handler(2, None, KafkaTimeoutError("no answer: the broker may have written it"))
+    answer(first[2], 3, errors={T1: OUT_OF_ORDER})  # T1's sequence is lost: bump
+    assert lost.done() and h.idem.state is IdState.BUMP_PENDING
+    newer = h.append("t", 0, now=4)
+    (retry,) = produce_requests(h.poll(200))  # T0's retry first, the bump waits for it
+    assert headers(retry) == {T0: (7, 0, 0, 1)}  # as first sent: the broker drops a duplicate
+    assert not [r for r in h.poll(201).requests if isinstance(r.request, InitProducerIdRequest)]
+    answer(retry, 202, base_offset=5)
+    assert retried.result().offset == 5
+    (bump,) = h.poll(203).requests
+    assert isinstance(bump.request, InitProducerIdRequest)
+    bump.handler(204, InitProducerIdResponse(producer_id=7, producer_epoch=1), None)
+    (after,) = produce_requests(h.poll(205))
+    assert headers(after) == {T0: (7, 1, 0, 1)}  # the newer record: new epoch, sequence 0
+    answer(after, 206, base_offset=6)
+    assert newer.result().offset == 6
+
+
 def test_unknown_producer_id_bumps_and_retries_the_batch() -> None:
     h = Harness({"t": [1]}, idempotent=True)
     h.init_producer_id(0, producer_id=7, epoch=4)
