@@ -58,6 +58,7 @@ _BYTES = (bytes, bytearray, memoryview)
 _estimate = BatchBuilder.estimate_size_in_bytes
 # The size estimate of a keyless record without headers is this plus len(value).
 _KEYLESS_OVERHEAD = _estimate(None, b"", None)
+_MAX_TIMESTAMP = 2**63 - 1  # a record's timestamp is an int64
 _time_ns = time.time_ns
 
 
@@ -405,6 +406,10 @@ class Producer:
                         size <= self._max_record_size
                         and not memory.waiters
                         and memory.used + size <= memory.limit
+                        and (
+                            timestamp_ms is None
+                            or (type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIMESTAMP)
+                        )
                     ):
                         if timestamp_ms is None:
                             timestamp_ms = _time_ns() // 1_000_000
@@ -464,6 +469,10 @@ class Producer:
         fast = self._fast_topics.get(topic)
         if fast is None or fast.version != self._metadata.cluster.version:
             return None
+        if timestamp_ms is not None and not (
+            type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIMESTAMP
+        ):
+            return None  # the general path says what is wrong
         driver = self._driver
         if (
             self._state is not _RUNNING
@@ -516,6 +525,7 @@ class Producer:
                     record = changed
             topic, value, key = record.topic, record.value, record.key
             partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
+        _check_record(topic, timestamp_ms)
         config = self.config
         key_bytes = _serialize(config.key_serializer, key, "key")
         value_bytes = _serialize(config.value_serializer, value, "value")
@@ -870,6 +880,22 @@ class Producer:
                     interceptor.on_acknowledgement(metadata, error)
                 except Exception:
                     log.exception("interceptor %r failed in on_acknowledgement", interceptor)
+
+
+def _check_record(topic: Any, timestamp_ms: Any) -> None:
+    """What the broker cannot take, refused at the call (before, it failed the network
+    task): a topic that is no non-empty str, a timestamp that is no int in 0..2**63-1."""
+    if not isinstance(topic, str) or not topic:
+        raise KafkaConfigError(f"the topic must be a non-empty str, not {topic!r}")
+    if timestamp_ms is not None and (
+        not isinstance(timestamp_ms, int)
+        or isinstance(timestamp_ms, bool)
+        or not 0 <= timestamp_ms <= _MAX_TIMESTAMP
+    ):
+        raise KafkaConfigError(
+            f"timestamp_ms must be None or an int of milliseconds since the epoch from 0 to "
+            f"{_MAX_TIMESTAMP}, not {timestamp_ms!r}"
+        )
 
 
 def _serialize(serializer: Any, data: Any, what: str) -> bytes | None:

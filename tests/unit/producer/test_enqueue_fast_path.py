@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kafkaio.errors import KafkaError, KafkaTimeoutError
+from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.client import Producer, _State
@@ -115,6 +115,31 @@ async def test_given_timestamps_are_kept() -> None:
     batch.complete(0, -1)
     assert [f.result().timestamp for f in futures] == list(range(5000, 5010))
     assert [f.result().offset for f in futures] == list(range(10))
+
+
+@pytest.mark.parametrize("key", [None, b"k"])  # the keyless and the keyed fast path
+@pytest.mark.parametrize("timestamp_ms", [-1, 2**63, "5000", True])
+async def test_a_timestamp_the_broker_cannot_take_is_refused_at_the_call(
+    key: bytes | None, timestamp_ms: Any
+) -> None:
+    producer = running_producer()
+    good = await producer.enqueue(TOPIC, b"before", key=key)
+    with pytest.raises(KafkaConfigError, match="timestamp_ms must be None or an int"):
+        await producer.enqueue(TOPIC, b"v", key=key, timestamp_ms=timestamp_ms)
+    (batch,) = queued(producer)[TopicPartition(TOPIC, 0)]
+    assert batch.record_count == 1  # nothing of the refused record went in
+    batch.complete(0, -1)
+    assert good.result().offset == 0
+    big = await producer.enqueue(TOPIC, b"v", key=key, timestamp_ms=2**63 - 1)
+    assert not big.done()  # the largest int64 is a timestamp
+
+
+@pytest.mark.parametrize("topic", [b"t", 7, None, ""])
+async def test_a_topic_that_is_not_a_non_empty_str_is_refused_at_the_call(topic: Any) -> None:
+    producer = running_producer()
+    with pytest.raises(KafkaConfigError, match="the topic must be a non-empty str"):
+        await producer.enqueue(topic, b"v")
+    assert queued(producer) == {}
 
 
 @pytest.mark.parametrize("partitions", [1, 4])
