@@ -317,7 +317,9 @@ class Producer:
 
     async def close(self, timeout: float | None = None) -> None:
         """Flush (for up to ``timeout`` seconds; None: until every record completes), then
-        stop. Records still undelivered then fail with ProducerClosedError."""
+        stop. Records still undelivered then fail with ProducerClosedError. A transaction
+        left open (begun, not committed) is aborted first, as Java's producer does on close:
+        its unsent records fail with TransactionAbortedError."""
         if self._state in (_State.CLOSED, _State.CLOSING):
             return
         was_running = self._state is _State.RUNNING
@@ -326,6 +328,10 @@ class Producer:
         driver = self._driver
         try:
             if was_running and driver is not None and driver.running:
+                started = anyio.current_time()
+                await self._abort_open_transaction(timeout)
+                if timeout is not None:
+                    timeout = max(0.0, timeout - (anyio.current_time() - started))
                 self._accumulator.closing = True
                 driver.wakeup()
                 try:
@@ -350,6 +356,26 @@ class Producer:
                 await self._connections.close()
             self._state = _State.CLOSED
             log.info("producer closed")
+
+    async def _abort_open_transaction(self, timeout: float | None) -> None:
+        """close(): abort a transaction the application left open, so that read_committed
+        consumers need not wait for transaction_timeout_ms (waits at most `timeout` s, or
+        max_block_ms)."""
+        txn = self._txn
+        if txn is None or txn.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+            return
+        log.warning(
+            "closing the producer with a transaction open (%s): aborting it", txn.state.value
+        )
+        result = txn.begin_abort()
+        self._wake()
+        seconds = self.config.max_block_ms / 1000.0 if timeout is None else timeout
+        with anyio.move_on_after(seconds):
+            await result.wait()
+        if not result.done:
+            log.warning("the abort did not complete within %g s", seconds)
+        elif result.error is not None:
+            log.warning("aborting the open transaction failed: %s", result.error)
 
     # -- producing -----------------------------------------------------------------------
 

@@ -225,6 +225,28 @@ async def test_commit_and_abort_markers(kafka_broker: BrokerInfo, unique_topic: 
     assert all(e.transactional for e in log if e.value is not None)
 
 
+async def test_close_aborts_a_transaction_left_open(
+    kafka_broker: BrokerInfo, unique_topic: str
+) -> None:
+    skip_without_transactions(kafka_broker)
+    await kafka_broker.create_topic(unique_topic, 1)
+    with anyio.fail_after(GUARD):
+        p = Producer(kafka_broker.bootstrap, transactional_id=new_id("tx"), linger_ms=1)
+        await p.start()
+        p.begin_transaction()
+        written = [await p.enqueue(unique_topic, b"w%d" % i, partition=0) for i in range(3)]
+        await p.flush()  # in the log, in a transaction nobody commits
+        unsent = await p.enqueue(unique_topic, b"unsent", partition=0)
+        await p.close()
+        assert p.transaction_state is TxnState.READY  # the abort completed
+        assert all(f.exception() is None for f in written)
+        assert isinstance(unsent.exception(), TransactionAbortedError)
+        log = await read_log(kafka_broker.bootstrap, unique_topic, 1)
+    committed, aborted, open_records = committed_view(log)
+    assert (committed, open_records) == ([], 0)  # before, the 3 records stayed open
+    assert Counter(aborted) == Counter([b"w0", b"w1", b"w2"])
+
+
 async def test_committed_records_visible_to_read_committed_consumers(
     kafka_broker: BrokerInfo, unique_topic: str
 ) -> None:
