@@ -899,7 +899,7 @@ class Producer:
 
     def _acknowledge(self, batch: ProducerBatch) -> None:
         for future in batch.futures:
-            error = batch.error
+            error = future.exception()  # each record's own: a split batch's parts differ
             metadata = None if error is not None else future.result()
             for interceptor in self._acks_interceptors:
                 try:

@@ -4,11 +4,13 @@ batches the broker rejects as too large split and sent again: sans-I/O, with a f
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
 from kafkaio.errors import MessageTooLargeError, TopicAuthorizationFailedError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer.client import Producer
 from kafkaio.producer.compression_ratio import (
     DETERIORATING_STEP,
     ESTIMATION_MARGIN,
@@ -77,7 +79,9 @@ def test_compressed_batches_grow_as_the_records_compress_well() -> None:
     counts = [fill_one_batch(h, value) for _ in range(60)]
     assert counts[0] == counts[1] < counts[-1]  # the first batches hold about batch_size
     assert counts == sorted(counts)
-    assert h.acc.ratios.estimate("t") == pytest.approx(1.0 - 60 * IMPROVING_STEP)  # one step per batch sent
+    assert h.acc.ratios.estimate("t") == pytest.approx(
+        1.0 - 60 * IMPROVING_STEP
+    )  # one step per batch sent
 
 
 def test_incompressible_records_keep_batches_at_batch_size() -> None:
@@ -182,3 +186,35 @@ def test_a_failing_part_fails_only_its_own_records() -> None:
     assert futures[-1].result().offset >= 100
     assert h.memory.used == 0
 
+
+class _Acks:
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[int | None, type[BaseException] | None]] = []
+
+    def on_acknowledgement(self, metadata: Any, error: BaseException | None) -> None:
+        self.outcomes.append(
+            (None if metadata is None else metadata.offset, None if error is None else type(error))
+        )
+
+
+def test_interceptors_hear_each_records_own_outcome_after_a_split() -> None:
+    h = Harness({"t": [1]}, compression_type="zstd", batch_size=2048, buffer_memory=1 << 24)
+    acks = _Acks()
+    producer = Producer("localhost:9092", metrics_enabled=False, interceptors=[acks])
+    h.acc.keep_futures = True
+    h.sender._on_batch_done = producer._acknowledge  # as the producer wires its Sender
+    futures = grown_batch(h, 40)
+    (request,) = produce_requests(h.poll(1))
+    answer(request, 2, errors={T0: MessageTooLargeError.code})
+    (first,) = produce_requests(h.poll(3))
+    answer(first, 4, errors={T0: TopicAuthorizationFailedError.code})  # this part fails
+    now = 5.0
+    while not all(f.done() for f in futures):
+        for request in produce_requests(h.poll(now)):
+            answer(request, now, base_offset=100)
+        now += 1
+    expected = [
+        (None, type(f.exception())) if f.exception() else (f.result().offset, None) for f in futures
+    ]
+    assert {e for _, e in expected} == {None, TopicAuthorizationFailedError}
+    assert acks.outcomes == expected  # once per record, in order, each with its own outcome
