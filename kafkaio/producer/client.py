@@ -570,6 +570,16 @@ class Producer:
         if partition is None:
             if self._custom_partitioner is not None:
                 partition = self._custom_partitioner(key_bytes, partitions, available)
+                if (
+                    not isinstance(partition, int)
+                    or isinstance(partition, bool)
+                    or not 0 <= partition < len(partitions)
+                ):
+                    raise KafkaConfigError(
+                        f"the partitioner {self._custom_partitioner!r} chose partition "
+                        f"{partition!r} for topic {topic!r}, which has {len(partitions)} "
+                        f"partitions (0..{len(partitions) - 1}): it must return one of them"
+                    )
             else:
                 partition = self._partitioner.partition(topic, key_bytes, partitions, available)
         elif not 0 <= partition < len(partitions):

@@ -142,6 +142,19 @@ async def test_a_topic_that_is_not_a_non_empty_str_is_refused_at_the_call(topic:
     assert queued(producer) == {}
 
 
+@pytest.mark.parametrize("chosen", [-1, 4, "1", None])
+async def test_a_partitioner_choosing_no_partition_of_the_topic_is_refused_at_the_call(
+    chosen: Any,
+) -> None:
+    def partitioner(key: bytes | None, partitions: list[int], available: list[int]) -> Any:
+        return chosen
+
+    producer = running_producer(4, partitioner=partitioner)
+    with pytest.raises(KafkaConfigError, match=r"chose partition .* \(0\.\.3\)"):
+        await producer.enqueue(TOPIC, b"v", key=b"k")
+    assert queued(producer) == {}
+
+
 @pytest.mark.parametrize("partitions", [1, 4])
 async def test_fast_path_matches_the_general_path(partitions: int) -> None:
     """Same records, same random source: the same partitions, batches and bytes, whether
