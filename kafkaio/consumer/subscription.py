@@ -149,10 +149,17 @@ class SubscriptionState:
         return self._set_assignment(parts)
 
     def assign_from_subscribed(self, partitions: Iterable[TopicPartition]) -> bool:
-        """Assignment chosen by the group (all partitions must belong to subscribed topics)."""
+        """Assignment chosen by the group (all partitions must belong to subscribed topics).
+
+        The partitions are (again) this consumer's: a `mark_pending_revocation` flag left
+        from an earlier revocation does not carry over, so they are fetchable once positioned.
+        """
         if not self.has_auto_assignment():
             raise KafkaError("the group assigned partitions but the consumer is not subscribed")
-        return self._set_assignment(partitions)
+        changed = self._set_assignment(partitions)
+        for st in self._assignment.values():
+            st.pending_revocation = False
+        return changed
 
     def _set_assignment(self, partitions: Iterable[TopicPartition]) -> bool:
         new = {}

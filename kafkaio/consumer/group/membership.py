@@ -361,14 +361,22 @@ class ClassicMembershipManager:
         else:
             kept = frozenset(subs.assigned_partitions()) - revoked
             subs.assign_from_subscribed(kept)
-        if state is S.REVOKING:
+        if state is S.PREPARING_LEAVE:
+            if kept:  # leaving while a partial (cooperative) revocation was out
+                self._emit_revocation(kept, lost=not self.generation.is_valid)
+            else:
+                self._transition(S.LEAVING, "partitions revoked before leaving")
+        elif kept and not self.generation.is_valid:
+            # the generation was reset (poll timeout, fencing) while a partial revocation
+            # was out: the partitions still held are lost too (Java's onJoinPrepare), and a
+            # new assignment from the void generation is dropped
+            self._pending_assignment = frozenset()
+            self._emit_revocation(kept, lost=True)
+            self._transition(S.REVOKING, "generation reset while revoking")
+        elif state is S.REVOKING:
             self._transition(S.JOINING, "partitions revoked")
-        elif state is S.REVOKING_ASSIGNED:
-            self._take_assignment(now, self._pending_assignment, kept, revoked=True)
-        elif kept:  # leaving while a partial (cooperative) revocation was out
-            self._emit_revocation(kept, lost=not self.generation.is_valid)
         else:
-            self._transition(S.LEAVING, "partitions revoked before leaving")
+            self._take_assignment(now, self._pending_assignment, kept, revoked=True)
 
     def on_assignment_done(self, now: float) -> None:
         """The application finished `AssignPartitions`."""
@@ -575,10 +583,12 @@ class ClassicMembershipManager:
         self._round += 1
         self._join_in_flight = self._sync_in_flight = False
         self._pending_sync = None
-        if self._state is S.REVOKING_ASSIGNED:  # the new assignment is void; the ack rejoins
+        # an outstanding revocation still gets its ack, which then loses the partitions still
+        # held (on_revocation_done); otherwise they are lost at the next application poll
+        if self._state is S.REVOKING_ASSIGNED:  # the new assignment is void
             self._pending_assignment = frozenset()
             self._transition(S.REVOKING, "max_poll_interval_ms expired")
-        elif self._state is not S.REVOKING:  # an outstanding revocation still gets its ack
+        elif self._state is not S.REVOKING:
             self._transition(S.UNJOINED, "max_poll_interval_ms expired")
 
     def _finish_leave(self, reason: str) -> None:

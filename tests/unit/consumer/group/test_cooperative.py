@@ -19,6 +19,7 @@ from kafkaio.consumer.group.assignors.cooperative_sticky import encode_generatio
 from kafkaio.consumer.group.consumer_protocol import Assignment, Subscription
 from kafkaio.consumer.group.events import AssignPartitions, PartitionsLost, RevokePartitions
 from kafkaio.consumer.group.membership import MemberState
+from kafkaio.consumer.subscription import SubscriptionState
 from kafkaio.metadata.cluster import TopicPartition as TP
 from kafkaio.protocol import messages as m
 
@@ -203,6 +204,85 @@ def test_leave_while_revoking_assigned_revokes_the_rest_then_leaves() -> None:
     assert g.subs.assigned_partitions() == set()
     leave = only(g.poll(), m.LeaveGroupRequest)
     assert leave.request.members[0].member_id == "m1"
+
+
+def _stop_polling_until_the_poll_interval_expires(g: Group) -> list[m.LeaveGroupRequest]:
+    """Heartbeat on for 75 s without an application poll (max_poll_interval_ms is 60 s)."""
+    leaves = []
+    for _ in range(25):
+        g.advance(3000)
+        for req in g.poll():
+            if isinstance(req.request, m.HeartbeatRequest):
+                g.heartbeat_response(req)
+            elif isinstance(req.request, m.LeaveGroupRequest):
+                leaves.append(req.request)
+    return leaves
+
+
+def test_poll_timeout_during_partial_revocation_loses_the_rest_and_refetches_after_rejoin() -> None:
+    g = _cooperative_group()
+    g.join_stable([T0, T1, T2, T3])
+    g.member.request_rejoin("test")
+    g.join_response(only(g.poll(), m.JoinGroupRequest), generation=2)
+    g.sync_response(only(g.poll(), m.SyncGroupRequest), [T0, T1])
+    assert g.member.drain_events() == [RevokePartitions(frozenset({T2, T3}))]
+    assert g.state is MemberState.REVOKING_ASSIGNED
+    # the application is busy (its revocation not yet run) past max_poll_interval_ms
+    leaves = _stop_polling_until_the_poll_interval_expires(g)
+    assert [leave.members[0].member_id for leave in leaves] == ["m1"]
+    assert g.member.drain_events() == []
+    assert g.member.generation_if_stable() is None  # nothing may be committed any more
+    assert g.subs.fetchable_partitions() == []
+    # the application polls again: the outstanding revocation completes, the rest is lost
+    g.member.on_application_poll(g.now)
+    g.member.on_revocation_done(g.now)
+    assert g.member.drain_events() == [PartitionsLost(frozenset({T0, T1}))]
+    assert g.state is MemberState.REVOKING
+    assert g.subs.assigned_partitions() == {T0, T1}
+    assert m.JoinGroupRequest not in {type(r.request) for r in g.poll()}
+    g.member.on_revocation_done(g.now)
+    assert g.subs.assigned_partitions() == set()  # no partition keeps pending_revocation
+    # rejoin as a new member owning nothing; what the group hands back is fetched again
+    join = only(g.poll(), m.JoinGroupRequest)
+    assert join.request.member_id == ""
+    sub = g.own_subscription(join)
+    assert (sub.owned_partitions, sub.generation) == ((), -1)
+    g.join_response(join, generation=3, member_id="m2")
+    g.sync_response(only(g.poll(), m.SyncGroupRequest), [T0, T1])
+    assert g.member.drain_events() == [AssignPartitions(frozenset({T0, T1}))]
+    g.member.on_assignment_done(g.now)
+    assert g.state is MemberState.STABLE
+    for tp in (T0, T1):
+        assert not g.subs.state(tp).pending_revocation
+        g.subs.seek(tp, 0)  # as the committed-offset lookup would
+    assert set(g.subs.fetchable_partitions()) == {T0, T1}
+
+
+def test_poll_timeout_while_revoking_a_dropped_topic_loses_the_kept_partitions() -> None:
+    g = Group(assignors=[CooperativeStickyAssignor()], topics={"t": 2, "u": 2})
+    g.subs.subscribe(["t", "u"])
+    g.join_stable([T0, TP("u", 0)])
+    g.subs.subscribe(["t"])
+    g.poll()
+    assert g.member.drain_events() == [RevokePartitions(frozenset({TP("u", 0)}))]
+    _stop_polling_until_the_poll_interval_expires(g)
+    g.member.on_application_poll(g.now)
+    g.member.on_revocation_done(g.now)
+    assert g.member.drain_events() == [PartitionsLost(frozenset({T0}))]
+    g.member.on_revocation_done(g.now)
+    assert g.subs.assigned_partitions() == set()
+    assert g.own_subscription(only(g.poll(), m.JoinGroupRequest)).owned_partitions == ()
+
+
+def test_group_assignment_clears_a_stale_pending_revocation_flag() -> None:
+    subs = SubscriptionState()
+    subs.subscribe(["t"])
+    subs.assign_from_subscribed([T0, T1])
+    subs.mark_pending_revocation([T0, T1])
+    subs.assign_from_subscribed([T0, T1])  # the same partitions, assigned again
+    subs.seek(T0, 0)
+    subs.seek(T1, 0)
+    assert set(subs.fetchable_partitions()) == {T0, T1}
 
 
 def test_eager_member_still_revokes_everything_before_joining() -> None:
