@@ -424,6 +424,11 @@ class Consumer:
             )
         return first_error
 
+    def _check_not_closed(self, what: str) -> None:
+        """Calls that configure what to consume work before start(), not after close()."""
+        if self._closed:
+            raise KafkaError(f"{what}: the consumer is closed; create a new Consumer")
+
     def _check(self) -> NetworkDriver:
         if self._closed:
             raise KafkaError("the consumer is closed")
@@ -541,6 +546,7 @@ class Consumer:
         `listener` (a RebalanceListener) hears about revoked, assigned and lost partitions.
         Calling it again replaces the subscription (the group rebalances).
         """
+        self._check_not_closed("subscribe()")
         if self._membership is None:
             raise KafkaConfigError(
                 "subscribe() needs a group_id (the group assigns partitions); pass "
@@ -573,6 +579,7 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (no group management); replaces the assignment."""
+        self._check_not_closed("assign()")
         parts = []
         for tp in partitions:
             if not isinstance(tp, tuple) or len(tp) != 2:
@@ -627,6 +634,7 @@ class Consumer:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Fetch `partition` from `offset` next (buffered records past it are dropped)."""
+        self._check_not_closed("seek()")
         if not isinstance(offset, int) or offset < 0:
             raise KafkaConfigError(f"seek() offset must be an int >= 0, got {offset!r}")
         tp = TopicPartition(*partition)
@@ -814,12 +822,14 @@ class Consumer:
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop handing out and fetching records of `partitions`; positions stay put."""
+        self._check_not_closed("pause()")
         tps = [TopicPartition(*tp) for tp in partitions]
         self._subscriptions.pause(tps)
         self._drop_pending(frozenset(tps))
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Hand out records of paused partitions again (their buffered data is kept while paused)."""
+        self._check_not_closed("resume()")
         self._subscriptions.resume(TopicPartition(*tp) for tp in partitions)
         self._wakeup()
 

@@ -116,3 +116,22 @@ async def test_calls_needing_the_network_task_fail_before_start() -> None:
     consumer = Consumer(bootstrap_servers="localhost:1")
     with pytest.raises(KafkaError, match="not started"):
         await consumer.getmany()
+
+
+async def test_calls_that_choose_what_to_consume_fail_after_close() -> None:
+    consumer = Consumer(bootstrap_servers="localhost:1", group_id="g")
+    tp = TopicPartition("a", 0)
+    consumer.assign([tp])
+    await consumer.close()
+    calls = {
+        "assign()": lambda: consumer.assign([tp]),
+        "subscribe()": lambda: consumer.subscribe(["a"]),
+        "seek()": lambda: consumer.seek(tp, 1),
+        "pause()": lambda: consumer.pause(tp),
+        "resume()": lambda: consumer.resume(tp),
+    }
+    for name, call in calls.items():
+        with pytest.raises(KafkaError, match=rf"{name[:-2]}\(\): the consumer is closed"):
+            call()
+    with pytest.raises(KafkaError, match="closed"):
+        await consumer.getmany()
