@@ -587,12 +587,29 @@ class Consumer:
                     f"assign() takes TopicPartition(topic, partition), got {tp!r}"
                 )
             parts.append(TopicPartition(str(tp[0]), int(tp[1])))
+        self._auto_commit_before_reassign()
         self._subscriptions.assign_from_user(parts)
         self._metadata.set_topics(self._subscriptions.subscription())
         assigned = self._subscriptions.assigned_partitions()
         self._pending.discard({tp for tp in self._pending.first_pending() if tp not in assigned})
         self._buffer.retain(assigned)
         self._wakeup()
+
+    def _auto_commit_before_reassign(self) -> None:
+        """assign() with a group and auto-commit: commit what was consumed so far, before the
+        partitions it drops are gone (as Java's assign(), asynchronously)."""
+        driver = self._driver
+        if (
+            self._membership is None
+            or not self._config.enable_auto_commit
+            or self._subscriptions.has_auto_assignment()
+            or driver is None
+            or not driver.running
+        ):
+            return
+        offsets = self._consumed_offsets()
+        if offsets:
+            self._events.put(CommitEvent(self._deadline(None), offsets=offsets, retry=False))
 
     async def unsubscribe(self) -> None:
         """Stop consuming: leave the group (revoking partitions: auto-commit, then the

@@ -1,4 +1,5 @@
-"""Auto-commit commits only what the application received, never records collected ahead.
+"""Auto-commit commits only what the application received, never records collected ahead,
+and assign() commits what was consumed before it drops partitions.
 
 `async for` / getone() collect up to max_poll_records at once and hand them out one by one;
 a timed auto-commit in between must commit the offset after the last record handed out, or a
@@ -56,3 +57,31 @@ async def test_auto_commit_counts_only_records_handed_out(
             assert committed == 5
         committed = (await admin.list_group_offsets(group, [tp]))[tp].offset
         assert committed == 5  # close() commits what was handed out, not what was collected
+
+
+async def test_assign_commits_what_was_consumed_of_the_partitions_it_drops(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    await tansu_broker.create_topic(unique_topic, 2)
+    async with Producer(tansu_broker.bootstrap) as producer:
+        for i in range(10):
+            await producer.enqueue(unique_topic, value=b"v%d" % i, partition=i % 2)
+        await producer.flush()
+    group = unique_topic + "-g"
+    tp0, tp1 = TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)
+    consumer = Consumer(
+        bootstrap_servers=tansu_broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=60_000,  # no timed commit within the test
+    )
+    async with Admin(tansu_broker.bootstrap) as admin, consumer:
+        consumer.assign([tp0, tp1])
+        got = 0
+        with anyio.fail_after(30):
+            while got < 10:
+                got += sum(len(v) for v in (await consumer.getmany(timeout_ms=200)).values())
+        consumer.assign([tp1])  # tp0 is dropped: what was consumed of it is committed
+        with anyio.fail_after(10):
+            while (await admin.list_group_offsets(group, [tp0]))[tp0].offset != 5:
+                await anyio.sleep(0.05)
