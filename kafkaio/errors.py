@@ -80,6 +80,13 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
+class ClientClosedError(KafkaConnectionError):
+    """The client (its connection manager) is closed: no request can be sent any more, and
+    retrying does not help. Create a new client."""
+
+    retriable = False
+
+
 class KafkaTimeoutError(KafkaError):
     """A deadline passed before the operation completed."""
 

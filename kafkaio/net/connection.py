@@ -411,6 +411,8 @@ class Connection:
         request was sent), KafkaConnectionError if the connection is or becomes closed,
         KafkaProtocolError if the response cannot be decoded.
         """
+        if self._overdue():
+            await self._close_overdue()
         self._check_open()
         version = self.version_for(type(request)) if version is None else version
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
@@ -496,6 +498,9 @@ class Connection:
         wire = self._wire
         if wire is None or self.state is not ConnectionState.READY or self._turns:
             return False
+        if self._overdue():
+            self._fail(self._overdue_error())
+            return False  # `send` then says the connection is closed
         if not _take(self._capacity):
             return False
         loop = wire.loop
@@ -618,6 +623,29 @@ class Connection:
                 f"{seconds:g} s"
             )
         self.last_used = anyio.current_time()
+
+    def _overdue(self) -> bool:
+        """A request on the wire is past its deadline. Its sender gave up first (it was
+        cancelled, e.g. by a shorter timeout of its own), so nothing closed the connection
+        then; a broker that never answers would keep the request's in-flight permit for
+        good. As Java's NetworkClient closes a connection at request_timeout_ms whoever
+        waits, the next request closes it instead (and the caller's retry reconnects)."""
+        if not self._inflight or self.state is ConnectionState.CLOSED:
+            return False
+        deadline = self._inflight.next_deadline()
+        return deadline is not None and deadline <= anyio.current_time()
+
+    def _overdue_error(self) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"a request to {self} got no response within its timeout (its caller had given "
+            "up waiting); the connection was closed"
+        )
+
+    async def _close_overdue(self) -> None:
+        if self._wire is not None:
+            self._fail(self._overdue_error())
+        else:
+            await self._shutdown(self._overdue_error())
 
     def _check_open(self) -> None:
         if self.state is ConnectionState.CLOSED:
@@ -915,6 +943,11 @@ async def _open_stream(
         raise KafkaConnectionError(
             f"TLS handshake with {who} failed ({exc.reason or exc}); check that the listener "
             "uses TLS (security_protocol SSL/SASL_SSL) and accepts this client"
+        ) from exc
+    except UnicodeError as exc:  # the name cannot be looked up (an empty or 64+ char label)
+        raise KafkaConnectionError(
+            f"could not connect to {who}: {host!r} is not a valid host name ({exc}); check "
+            "bootstrap_servers and the brokers' advertised listeners"
         ) from exc
     except (*_CONNECT_ERRORS, anyio.ClosedResourceError) as exc:
         hint = "check that the broker is running and reachable at this address"

@@ -16,7 +16,12 @@ import anyio
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.clock import monotonic
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
+from kafkaio.errors import (
+    ClientClosedError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+)
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.health import ConnectionHealth
 from kafkaio.net.config import ConnectionConfig
@@ -429,7 +434,9 @@ class ConnectionManager:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise KafkaConnectionError("the connection manager is closed")
+            raise ClientClosedError(
+                "the client is closed (its connection manager too); create a new one"
+            )
 
     async def close(self) -> None:
         """Close every connection (in-flight requests fail with KafkaConnectionError)."""

@@ -351,6 +351,33 @@ def test_send_soon_pipelines_and_hands_outcomes_to_callbacks(backend: str) -> No
     run(backend, scenario)
 
 
+def test_requests_their_callers_gave_up_on_close_the_connection_once_overdue(
+    backend: str,
+) -> None:
+    async def hung(client: FakeClient) -> None:
+        await client.answer_api_versions()
+        while True:  # reads requests, answers none (a hung broker, a half-open connection)
+            await client.read_request()
+
+    async def scenario() -> None:
+        config = ConnectionConfig(
+            request_timeout_ms=300, connect_timeout_ms=5000, max_in_flight_requests_per_connection=2
+        )
+        async with FakeBroker(hung) as broker:
+            conn = await Connection.connect(broker.host, broker.port, config)
+            for _ in range(2):  # both permits, taken by callers that stop waiting early
+                with anyio.move_on_after(0.05):
+                    await conn.send(metadata_request("t"))
+            assert conn.in_flight == 2 and not conn.closed
+            await anyio.sleep(0.4)  # past their deadline: nobody is left to close it
+            with anyio.fail_after(0.2):  # before: waited for a permit, then "not sent"
+                with pytest.raises(KafkaConnectionError, match="is closed.*given up waiting"):
+                    await conn.send(metadata_request("t"))
+            assert conn.closed and conn.in_flight == 0
+
+    run(backend, scenario)
+
+
 def test_send_soon_timeout_closes_the_connection() -> None:
     async def handler(client: FakeClient) -> None:
         await client.answer_api_versions()

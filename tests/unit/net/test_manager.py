@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError
+from kafkaio.errors import ClientClosedError, KafkaConfigError, KafkaConnectionError
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 
@@ -151,6 +151,17 @@ def test_bootstrap_rotates_past_dead_servers(backend: str) -> None:
     run(backend, scenario)
 
 
+def test_bootstrap_goes_past_a_host_name_that_cannot_be_looked_up(backend: str) -> None:
+    async def scenario() -> None:
+        async with FakeBroker(serve) as broker:
+            servers = ["kafka..example.com:9092", "x" * 64 + ".example.com:9092", broker.bootstrap]
+            async with ConnectionManager(servers, CONFIG) as mgr:
+                conn = await mgr.bootstrap()  # before: a bare UnicodeError, no one else tried
+                assert conn.port == broker.port
+
+    run(backend, scenario)
+
+
 def test_bootstrap_all_dead_lists_every_failure(backend: str) -> None:
     ports = [free_port(), free_port()]
 
@@ -234,7 +245,9 @@ def test_close_closes_everything(backend: str) -> None:
             boot, node = await mgr.bootstrap(), await mgr.get(1)
             await mgr.close()
             assert boot.closed and node.closed
-            with pytest.raises(KafkaConnectionError, match="manager is closed"):
-                await mgr.get(1)
+            for call in (mgr.get(1), mgr.bootstrap(), mgr.least_loaded()):
+                with pytest.raises(ClientClosedError, match="client is closed") as info:
+                    await call
+                assert not info.value.retriable  # retry loops stop at once
 
     run(backend, scenario)
