@@ -307,7 +307,8 @@ class ShareConsumer:
 
         First settles the previous poll's records (implicit mode: accepts the ones not
         acknowledged; explicit mode: raises AcknowledgementError if any is not). Waits up to
-        ``timeout_ms`` for records; returns an empty list if none arrived.
+        ``timeout_ms`` for records; returns an empty list if none arrived. After leaving an
+        ``async for`` early, the records it fetched and did not hand out come first.
         """
         driver = self._check()
         self._last_poll_ms = now = now_ms()
@@ -316,6 +317,12 @@ class ShareConsumer:
         limit = self.config.max_poll_records if max_records is None else max_records
         if limit < 1:
             raise KafkaConfigError(f"max_records is {limit}; ask for at least 1")
+        if self._iter:
+            # `async for` stopped before handing these out (they are acquired, and still
+            # in `_delivered`): they come first
+            taken = self._iter[-limit:][::-1]
+            del self._iter[-limit:]
+            return taken
         deadline = anyio.current_time() + max(timeout_ms, 0) / 1000.0
         driver.wakeup()  # piggyback the decisions on the next fetch now
         while True:
@@ -420,7 +427,7 @@ class ShareConsumer:
     def _finish_previous_poll(self, *, strict: bool) -> None:
         """Implicit mode: accept what the last poll returned and nobody acknowledged.
         Explicit mode (strict): every record must have been acknowledged."""
-        if not self._delivered or (self._iter and strict):
+        if not self._delivered:
             return
         now = now_ms()
         unseen = {id(r) for r in self._iter}  # still in `async for`'s hands: never seen

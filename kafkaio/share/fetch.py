@@ -201,11 +201,13 @@ class ShareFetchManager:
         targets = self._targets()
         requests: list[UnsentRequest] = []
         wait = math.inf
+        flush_left = False  # a commit's acknowledgements wait for a session's answer
         for node_id in set(targets) | set(self._sessions):
             session = self._sessions.get(node_id)
             if session is None:
                 session = self._sessions[node_id] = ShareSession(node_id, next(self._session_ids))
             if session.in_flight:
+                flush_left = True
                 continue
             wanted = targets.get(node_id, set())
             ack_tps = self._pending_acks(session)
@@ -222,7 +224,7 @@ class ShareFetchManager:
                 requests.append(self._ack_request(session, ack_tps, session.epoch))
             elif now < session.next_fetch_ms:
                 wait = min(wait, session.next_fetch_ms - now)
-        self._flush = False
+        self._flush = self._flush and flush_left
         return PollResult(requests, wait)
 
     def _poll_close(self, now: float) -> PollResult:

@@ -362,3 +362,32 @@ async def test_async_for_accepts_only_the_records_it_handed_out(share_mock: Shar
                 rest += batch
     assert sorted(seen + [r.offset for r in rest]) == list(range(20))
     assert all(r.delivery_count == 2 for r in rest)  # acquired once before, never acked
+
+
+async def test_poll_after_leaving_async_for_accepts_what_it_handed_out(
+    share_mock: ShareMock,
+) -> None:
+    await share_mock.produce("mixed", 20)
+    with anyio.fail_after(30):
+        async with ShareConsumer(
+            "mixed", bootstrap_servers=share_mock.bootstrap, group_id="g", max_poll_records=10
+        ) as consumer:
+            seen: list[int] = []
+            async for record in consumer:
+                seen.append(record.offset)
+                if len(seen) == 3:
+                    break
+            rest = await consumer.poll(timeout_ms=3000)  # the 7 the loop fetched, not shown
+            assert sorted(r.offset for r in rest) == sorted(set(range(10)) - set(seen))
+            more: list[Any] = []
+            while len(more) < 10:
+                more += await consumer.poll(timeout_ms=3000)
+            await consumer.commit()
+        async with ShareConsumer(
+            "mixed", bootstrap_servers=share_mock.bootstrap, group_id="g"
+        ) as other:
+            left = await other.poll(timeout_ms=1500)
+    # every record was accepted once (before, the 3 shown by the loop and later polls'
+    # records stayed unacknowledged and came back)
+    assert sorted(seen + [r.offset for r in rest + more]) == list(range(20))
+    assert left == []

@@ -174,6 +174,28 @@ def test_no_fetch_while_records_wait_but_commit_sends_a_share_acknowledge() -> N
     assert outcome.offsets == (0,) and outcome.error is not None
 
 
+def test_a_commit_made_while_a_fetch_is_in_flight_sends_its_acks_after_the_answer() -> None:
+    rig = Rig({0})
+    rig.requests(0.0)[1].handler(
+        1.0, fetch_response(part(0, records=batch(0, values(3)), acquired=[(0, 2, 1)])), None
+    )
+    rig.fetcher.drain(3, now=2.0)
+    [fetch] = rig.fetcher.poll(3.0).requests  # the next ShareFetch, in flight
+    for offset in range(3):
+        rig.acks.acknowledge(TP0, offset, AcknowledgeType.ACCEPT, 4.0, 1)
+    results: list[dict[TopicPartition, Any]] = []
+    rig.fetcher.commit(results.append)
+    assert rig.fetcher.poll(5.0).requests == []  # the session is busy
+    fetch.handler(
+        6.0, fetch_response(part(0, records=batch(3, values(3)), acquired=[(3, 5, 1)])), None
+    )
+    [ack] = rig.fetcher.poll(7.0).requests  # records wait in the buffer: acks go alone
+    assert isinstance(ack.request, ShareAcknowledgeRequestV1)
+    [topic] = ack.request.topics
+    assert [(b.first_offset, b.last_offset) for b in topic.partitions[0].batches] == [(0, 2)]
+    assert results == []  # until the broker answers
+
+
 def test_commit_with_nothing_pending_completes_at_once() -> None:
     rig = Rig({0})
     results: list[dict[TopicPartition, Any]] = []
