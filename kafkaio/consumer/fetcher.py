@@ -491,6 +491,11 @@ class FetchManager:
         cls = error_for_code(code)
         self._clear_read_replica(tp)  # any error: back to the leader
         if cls is OffsetOutOfRangeError:
+            if prefetch:
+                # the log moved past the buffered data's end (retention, truncation): hand
+                # the buffered records out first; the fetch from the position then resets
+                self._partition_retry_at[tp] = now + self._backoff.delay_ms(1)
+                return
             if node != self._metadata.cluster.leader_for(tp):
                 # a lagging follower: ask the leader (after a pause) before resetting
                 self._partition_retry_at[tp] = now + self._backoff.delay_ms(1)

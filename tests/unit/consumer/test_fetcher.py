@@ -156,6 +156,23 @@ def test_offset_out_of_range_resets_with_default_strategy() -> None:
     assert rig.errors == []
 
 
+def test_offset_out_of_range_on_a_prefetch_keeps_the_buffered_records() -> None:
+    rig = _assigned_rig(reset="latest")
+    first = {r.node_id: r for r in rig.fetcher.poll(0).requests}
+    first[1].handler(1, fetch_response(partition_data(0, batch(10, values(10, 3)))), None)
+    (prefetch,) = [r for r in rig.fetcher.poll(2).requests if r.node_id == 1]
+    assert _requested(prefetch)[0] == 13
+    prefetch.handler(3, fetch_response(partition_data(0, error_code=1)), None)  # out of range
+    assert [r.offset for r in rig.collector.collect()[tp(0)]] == [10, 11, 12]  # not dropped
+    assert rig.subscriptions.position(tp(0)).offset == 13
+    (fetch,) = [r for r in rig.fetcher.poll(5_000).requests if r.node_id == 1]
+    assert _requested(fetch)[0] == 13  # from the position now: out of range resets it
+    fetch.handler(5_001, fetch_response(partition_data(0, error_code=1)), None)
+    st = rig.subscriptions.state(tp(0))
+    assert st.fetch_state is FetchState.AWAIT_RESET
+    assert st.reset_strategy is OffsetResetStrategy.LATEST
+
+
 def test_offset_out_of_range_with_reset_none_reports_error() -> None:
     rig = _assigned_rig(reset="none")
     requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
@@ -238,7 +255,6 @@ def test_caught_up_partitions_wait_for_held_partitions_of_the_same_node() -> Non
     rig.collector.collect()  # partition 0 drained: both go out together
     (request,) = [r for r in rig.fetcher.poll(3).requests if r.node_id == 1]
     assert _requested(request) == {0: 15, 2: 30}
-
 
 
 def test_draining_needs_a_poll_only_for_what_the_last_poll_held_back() -> None:
