@@ -15,7 +15,7 @@ from kafkaio.admin.config_types import (
     ConfigSource,
     ConfigSynonym,
 )
-from kafkaio.admin.core import AdminCore, broker_error
+from kafkaio.admin.core import AdminCore, broker_error, missing_is_final, name_list
 from kafkaio.errors import KafkaError
 from kafkaio.protocol import messages as m
 
@@ -30,12 +30,19 @@ def config_node(resource: ConfigResource) -> int:
     return _ANY_NODE
 
 
+def resource_error(resource: ConfigResource, code: int, message: str | None) -> KafkaError | None:
+    """A resource's error; UNKNOWN_TOPIC_OR_PARTITION for a topic is final (the topic does
+    not exist: as Java, the resource fails at once instead of being retried)."""
+    err = broker_error(code, message, resource=resource.name)
+    return missing_is_final(err) if resource.type == ConfigResourceType.TOPIC else err
+
+
 def parse_config_result(
     result: Any, keys: Collection[str] | None
 ) -> tuple[ConfigResource, ConfigDescription]:
     """One DescribeConfigs result as a ConfigDescription (only `keys`, when given)."""
     resource = ConfigResource(ConfigResourceType(result.resource_type), result.resource_name)
-    err = broker_error(result.error_code, result.error_message, resource=resource.name)
+    err = resource_error(resource, result.error_code, result.error_message)
     entries: dict[str, ConfigEntry] = {}
     for c in result.configs:
         if keys is not None and c.name not in keys:
@@ -73,7 +80,7 @@ class ConfigsMixin(AdminCore):
         Every key is requested and `keys` filtered here: some brokers (Tansu 0.6) drop the
         connection when DescribeConfigs names keys.
         """
-        wanted = None if keys is None else frozenset(keys)
+        wanted = None if keys is None else frozenset(name_list(keys, "keys"))
 
         async def send(
             node: int, items: list[ConfigResource]
@@ -143,9 +150,7 @@ class ConfigsMixin(AdminCore):
             out: dict[ConfigResource, KafkaError | None] = {}
             for r in response.responses:
                 resource = ConfigResource(ConfigResourceType(r.resource_type), r.resource_name)
-                out[resource] = broker_error(
-                    r.error_code, r.error_message, resource=r.resource_name
-                )
+                out[resource] = resource_error(resource, r.error_code, r.error_message)
             return out
 
         results: dict[ConfigResource, KafkaError | None] = await self._fan_out(

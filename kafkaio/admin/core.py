@@ -25,9 +25,10 @@ from kafkaio.errors import (
     NotControllerError,
     NotCoordinatorError,
     UnknownServerError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
-from kafkaio.metadata.cluster import ClusterMetadata
+from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.net.connection import Connection
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.protocol import messages as m
@@ -54,6 +55,27 @@ def broker_error(code: int, message: str | None = None, **context: Any) -> Kafka
         return None
     detail = message if message and message.strip().rstrip(".").lower() != "no error" else None
     return error_for_code(code)(detail, **context)
+
+
+class MissingTopicOrPartition(UnknownTopicOrPartitionError):
+    """UNKNOWN_TOPIC_OR_PARTITION taken as final: the topic or partition does not exist and
+    retrying will not help (as the Java admin reports it)."""
+
+    retriable = False
+
+
+def missing_is_final(err: KafkaError | None) -> KafkaError | None:
+    """`err`, with UNKNOWN_TOPIC_OR_PARTITION made final (not retried)."""
+    if type(err) is UnknownTopicOrPartitionError:
+        return MissingTopicOrPartition(err.message, **err.context)
+    return err
+
+
+def name_list(names: Iterable[str], what: str) -> list[str]:
+    """`names` as a list without repeats; a bare str (taken as its characters) is refused."""
+    if isinstance(names, str):
+        raise KafkaConfigError(f"{what} must be a list of names, not the str {names!r}")
+    return list(dict.fromkeys(names))
 
 
 class AdminCore:
@@ -127,11 +149,18 @@ class AdminCore:
         nodes.update({b.node_id: (b.host, b.port) for b in self._cluster.brokers.values()})
         self._connections.update_nodes(nodes)
 
-    async def _metadata_for(self, topics: Iterable[str]) -> ClusterMetadata:
-        """Metadata covering `topics`, refreshed if stale or if a topic is missing."""
+    async def _metadata_for(
+        self, topics: Iterable[str], partitions: Iterable[TopicPartition] = ()
+    ) -> ClusterMetadata:
+        """Metadata covering `topics`, refreshed if stale, if a topic is missing, or if one
+        of `partitions` is (added since the last refresh, e.g. by another client)."""
         wanted = sorted(set(topics))
         known = self._cluster.topics
-        if self._metadata_stale or any(t not in known or known[t].error for t in wanted):
+        if (
+            self._metadata_stale
+            or any(t not in known or known[t].error for t in wanted)
+            or any(self._cluster.partition(tp) is None for tp in partitions)
+        ):
             await self._refresh_metadata(wanted)
         return self._cluster
 
@@ -297,9 +326,12 @@ class AdminCore:
         gives a node id or an error; `send(node, items)` returns each item's result, or a
         KafkaError to retry it. Retriable errors are retried with backoff until the
         deadline; then, and for non-retriable errors, `failed(item, error)` is the result.
+        Each node's answer counts on its own: at the deadline only the items of nodes that
+        have not answered fail (with their last error, else KafkaTimeoutError).
         """
         timeout = self._timeout_s(timeout_ms)
         deadline = anyio.current_time() + timeout
+        timeout_error = KafkaTimeoutError(f"Admin.{what} did not complete within {timeout:g} s")
         pending = list(dict.fromkeys(items))
         results: dict[K, R] = {}
         last: dict[K, KafkaError] = {}
@@ -307,38 +339,35 @@ class AdminCore:
         while pending:
             retry: list[K] = []
             by_node: dict[int, list[K]] = {}
+            outcomes: dict[int, Mapping[K, R | KafkaError] | KafkaError | None] = {}
             try:
                 with anyio.fail_after(max(deadline - anyio.current_time(), 0.001)):
                     await prepare(pending)
-                    for item in pending:
-                        node = route(item)
-                        if isinstance(node, KafkaError):
-                            self._settle(item, node, results, last, retry, failed)
-                        else:
-                            by_node.setdefault(node, []).append(item)
-                    outcomes = await self._send_all(by_node, send)
             except TimeoutError:
-                outcomes = {}
-                timeout_error = KafkaTimeoutError(
-                    f"Admin.{what} did not complete within {timeout:g} s"
-                )
                 for item in pending:
-                    if item not in results:
-                        results[item] = failed(item, last.get(item, timeout_error))
+                    results[item] = failed(item, last.get(item, timeout_error))
                 break
             except KafkaError as exc:  # prepare failed: every pending item shares the error
-                outcomes = {}
                 for item in pending:
                     self._settle(item, exc, results, last, retry, failed)
+            else:
+                for item in pending:
+                    node = route(item)
+                    if isinstance(node, KafkaError):
+                        self._settle(item, node, results, last, retry, failed)
+                    else:
+                        by_node.setdefault(node, []).append(item)
+                outcomes = await self._send_all(by_node, send, deadline)
             for node, node_items in by_node.items():
                 outcome = outcomes.get(node)
                 for item in node_items:
+                    if outcome is None:  # no answer before the deadline
+                        results[item] = failed(item, last.get(item, timeout_error))
+                        continue
                     answer = (
                         outcome.get(item, _missing(item))
                         if isinstance(outcome, Mapping)
                         else outcome
-                        if outcome is not None
-                        else _missing(item)
                     )
                     if isinstance(answer, KafkaError):
                         self._settle(item, answer, results, last, retry, failed)
@@ -377,14 +406,18 @@ class AdminCore:
     async def _send_all(
         by_node: dict[int, list[K]],
         send: Callable[[int, list[K]], Awaitable[Mapping[K, R | KafkaError]]],
-    ) -> dict[int, Mapping[K, R | KafkaError] | KafkaError]:
-        outcomes: dict[int, Mapping[K, R | KafkaError] | KafkaError] = {}
+        deadline: float,
+    ) -> dict[int, Mapping[K, R | KafkaError] | KafkaError | None]:
+        """Each node's answer (or error); None for a node that did not answer in time."""
+        outcomes: dict[int, Mapping[K, R | KafkaError] | KafkaError | None] = {}
 
         async def one(node: int, node_items: list[K]) -> None:
-            try:
-                outcomes[node] = await send(node, node_items)
-            except KafkaError as exc:
-                outcomes[node] = exc
+            outcomes[node] = None
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0.001)):
+                try:
+                    outcomes[node] = await send(node, node_items)
+                except KafkaError as exc:
+                    outcomes[node] = exc
 
         async with anyio.create_task_group() as tg:
             for node, node_items in by_node.items():

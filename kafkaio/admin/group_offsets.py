@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkaio.admin.core import AdminCore, broker_error
+from kafkaio.admin.core import AdminCore, broker_error, missing_is_final
 from kafkaio.admin.group_types import CommittedOffset, PartitionLag
 from kafkaio.admin.offsets import OffsetsMixin, by_topic
 from kafkaio.admin.types import OffsetSpec
-from kafkaio.errors import KafkaError, KafkaProtocolError
+from kafkaio.errors import KafkaConfigError, KafkaError, KafkaProtocolError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.protocol import messages as m
 from kafkaio.structs import OffsetAndMetadata
@@ -134,11 +134,15 @@ class GroupOffsetsMixin(OffsetsMixin, AdminCore):
     ) -> dict[TopicPartition, KafkaError | None]:
         """Set the group's committed offsets (OffsetCommit with generation -1 and no member,
         as Java's alterConsumerGroupOffsets). The group must be empty: a group with active
-        members answers UNKNOWN_MEMBER_ID per partition."""
+        members answers UNKNOWN_MEMBER_ID per partition, a missing topic or partition
+        UNKNOWN_TOPIC_OR_PARTITION."""
         values = {
             tp: v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
             for tp, v in offsets.items()
         }
+        for tp, v in values.items():
+            if v.offset < 0:
+                raise KafkaConfigError(f"offset {v.offset} for {tp}: offsets must be >= 0")
         request = m.OffsetCommitRequest(
             group_id=group_id,
             generation_id_or_member_epoch=-1,
@@ -169,12 +173,14 @@ class GroupOffsetsMixin(OffsetsMixin, AdminCore):
             out: dict[TopicPartition, KafkaError | None] = {}
             for t in response.topics:
                 for p in t.partitions:
-                    err = broker_error(
-                        p.error_code,
-                        None,
-                        group_id=group_id,
-                        topic=t.name,
-                        partition=p.partition_index,
+                    err = missing_is_final(
+                        broker_error(
+                            p.error_code,
+                            None,
+                            group_id=group_id,
+                            topic=t.name,
+                            partition=p.partition_index,
+                        )
                     )
                     if err is not None and err.retriable:
                         raise err  # coordinator moved or loading: the whole commit again

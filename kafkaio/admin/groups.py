@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kafkaio.admin.core import AdminCore, broker_error
+from kafkaio.admin.core import AdminCore, broker_error, name_list
 from kafkaio.admin.group_types import GroupDescription, GroupListing, MemberDescription
 from kafkaio.errors import (
     GroupIdNotFoundError,
@@ -108,6 +108,8 @@ class GroupsMixin(AdminCore):
         Raises the error of a broker that could not be asked (a partial list would hide
         groups), UnsupportedVersionError if a filter needs a newer ListGroups.
         """
+        states = None if states is None else name_list(states, "states")
+        types = None if types is None else name_list(types, "types")
 
         async def send(node: int, _items: list[int]) -> dict[int, list[GroupListing]]:
             conn = await self._node(node)
@@ -168,6 +170,7 @@ class GroupsMixin(AdminCore):
         unknown is asked again with ConsumerGroupDescribe (KIP-848 groups) when the
         coordinator supports it.
         """
+        group_ids = name_list(group_ids, "describe_groups group_ids")
 
         async def send(node: int, items: list[str]) -> dict[str, GroupDescription | KafkaError]:
             conn = await self._node(node)
@@ -210,6 +213,7 @@ class GroupsMixin(AdminCore):
         self, group_ids: Sequence[str], *, timeout_ms: float | None = None
     ) -> dict[str, KafkaError | None]:
         """Delete empty groups (with their committed offsets); each group's error or None."""
+        group_ids = name_list(group_ids, "delete_groups group_ids")
 
         async def send(node: int, items: list[str]) -> dict[str, KafkaError | None]:
             conn = await self._node(node)

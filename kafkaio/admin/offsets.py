@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafkaio.admin.core import AdminCore, broker_error
+from kafkaio.admin.core import AdminCore, MissingTopicOrPartition, broker_error
 from kafkaio.admin.types import DeletedRecords, ListedOffset, OffsetSpec
 from kafkaio.errors import (
     KafkaConfigError,
@@ -182,7 +182,7 @@ class OffsetsMixin(AdminCore):
     # -- leader routing -------------------------------------------------------------------
 
     async def _prepare_leaders(self, pending: list[TopicPartition]) -> None:
-        await self._metadata_for(tp.topic for tp in pending)
+        await self._metadata_for({tp.topic for tp in pending}, pending)
 
     def _route_leader(self, tp: TopicPartition) -> int | KafkaError:
         cluster = self._cluster
@@ -193,23 +193,17 @@ class OffsetsMixin(AdminCore):
         if topic is not None and topic.error:
             if topic.error == UnknownTopicOrPartitionError.code:
                 # As the Java admin: a topic the metadata does not know fails at once.
-                return _MissingTopicOrPartition(
+                return MissingTopicOrPartition(
                     "the topic does not exist", topic=tp.topic, partition=tp.partition
                 )
             return error_for_code(topic.error)(None, topic=tp.topic)
         if topic is not None and cluster.partition(tp) is None:
-            return _MissingTopicOrPartition(
+            return MissingTopicOrPartition(
                 f"topic {tp.topic!r} has {len(topic.partitions)} partitions",
                 topic=tp.topic,
                 partition=tp.partition,
             )
         return LeaderNotAvailableError(None, topic=tp.topic, partition=tp.partition)
-
-
-class _MissingTopicOrPartition(UnknownTopicOrPartitionError):
-    """UNKNOWN_TOPIC_OR_PARTITION that the metadata confirms: retrying will not help."""
-
-    retriable = False
 
 
 def _epoch(epoch: int | None) -> int:

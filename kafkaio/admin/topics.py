@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from kafkaio.admin.core import AdminCore, broker_error
+from kafkaio.admin.core import AdminCore, broker_error, name_list
 from kafkaio.admin.types import CreateTopicResult, NewPartitions, NewTopic
-from kafkaio.errors import KafkaError, NotControllerError
+from kafkaio.errors import KafkaConfigError, KafkaError, NotControllerError
 from kafkaio.metadata.cluster import ClusterMetadata, TopicInfo
 from kafkaio.protocol import messages as m
 
@@ -25,8 +25,16 @@ class TopicsMixin(AdminCore):
         timeout_ms: float | None = None,
         validate_only: bool = False,
     ) -> dict[str, CreateTopicResult]:
-        """Create topics on the controller; returns each topic's outcome (error or None)."""
+        """Create topics on the controller; returns each topic's outcome (error or None).
+
+        A topic listed twice is sent once (the broker refuses repeated names); two
+        different specs for one name raise KafkaConfigError.
+        """
         timeout = self._timeout_ms if timeout_ms is None else timeout_ms
+        unique: dict[str, NewTopic] = {}
+        for t in topics:
+            if unique.setdefault(t.name, t) != t:
+                raise KafkaConfigError(f"create_topics got two different specs for {t.name!r}")
         request = m.CreateTopicsRequest(
             topics=[
                 m.CreateTopicsRequest.CreatableTopic(
@@ -44,7 +52,7 @@ class TopicsMixin(AdminCore):
                         for k, v in t.configs.items()
                     ],
                 )
-                for t in topics
+                for t in unique.values()
             ],
             timeout_ms=int(timeout),
             validate_only=validate_only,
@@ -78,6 +86,7 @@ class TopicsMixin(AdminCore):
     ) -> dict[str, KafkaError | None]:
         """Delete topics; returns each topic's error, or None where it was deleted."""
         timeout = self._timeout_ms if timeout_ms is None else timeout_ms
+        names = name_list(names, "delete_topics names")
         request = m.DeleteTopicsRequest(
             topic_names=list(names),
             topics=[m.DeleteTopicsRequest.DeleteTopicState(name=n) for n in names],
@@ -156,6 +165,8 @@ class TopicsMixin(AdminCore):
         A topic that does not exist is returned with its error code set
         (UNKNOWN_TOPIC_OR_PARTITION) rather than raising, so one bad name hides nothing.
         """
+        if names is not None:
+            names = name_list(names, "describe_topics names")
 
         async def attempt() -> ClusterMetadata:
             return await self._refresh_metadata(names)

@@ -202,6 +202,19 @@ async def test_alter_offsets_of_an_active_group_fails_per_partition(
             await consumer.stop()
 
 
+async def test_alter_group_offsets_reports_a_missing_topic_per_partition(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    """Java's rule: UNKNOWN_TOPIC_OR_PARTITION fails that partition; the others commit."""
+    group, missing = unique_topic + "-g", TP(unique_topic + "-missing", 0)
+    with anyio.fail_after(20):
+        await tansu_broker.create_topic(unique_topic, 1)
+        async with Admin(tansu_broker.bootstrap, default_api_timeout_ms=10_000) as admin:
+            result = await admin.alter_group_offsets(group, {TP(unique_topic, 0): 0, missing: 0})
+            assert result[TP(unique_topic, 0)] is None
+            assert isinstance(result[missing], UnknownTopicOrPartitionError)
+
+
 async def test_delete_group_offsets(kafka_broker: BrokerInfo, unique_topic: str) -> None:
     if OFFSET_DELETE not in kafka_broker.api_versions:
         pytest.skip(

@@ -1,13 +1,17 @@
 """A scripted fake cluster for Admin unit tests: connections whose answers come from a
-handler function, and a record of every request each node received."""
+handler function (or never come, from `hung` nodes), and a record of every request each
+node received."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+
 from kafkaio.admin import Admin
 from kafkaio.errors import KafkaConnectionError, UnsupportedVersionError
+from kafkaio.protocol import messages as m
 
 Handler = Callable[[int, Any], Any]
 
@@ -39,14 +43,19 @@ class FakeConnection:
     ) -> Any:
         version = self.version_for(type(request)) if version is None else version
         self.cluster.sent.append((self.node_id, type(request).__name__, version, request))
+        if self.node_id in self.cluster.hung and not isinstance(request, m.MetadataRequest):
+            await anyio.sleep_forever()  # a broker that never answers (but Metadata)
         return self.cluster.handler(self.node_id, request)
 
 
 class FakeCluster:
     """Stands in for the ConnectionManager: every node answers through `handler`."""
 
-    def __init__(self, handler: Handler, *, down: set[int] | None = None) -> None:
+    def __init__(
+        self, handler: Handler, *, down: set[int] | None = None, hung: set[int] | None = None
+    ) -> None:
         self.handler = handler
+        self.hung = hung or set()
         self.sent: list[tuple[int, str, int, Any]] = []
         self.versions: dict[int, int] = {}
         self.unsupported: set[int] = set()

@@ -11,12 +11,15 @@ from kafkaio.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
+    AlterConfigOp,
+    AlterConfigOpType,
     ConfigResource,
     NewTopic,
     OffsetSpec,
     ResourceType,
 )
 from kafkaio.errors import (
+    KafkaTimeoutError,
     LeaderNotAvailableError,
     TopicAuthorizationFailedError,
     UnknownMemberIdError,
@@ -128,6 +131,66 @@ async def test_fatal_item_errors_are_not_retried_and_unknown_topics_fail_fast() 
     assert isinstance(result[TP("t", 7)].error, UnknownTopicOrPartitionError)
     assert "has 1 partitions" in str(result[TP("t", 7)].error)
     assert len(cluster.requests("ListOffsetsRequest")) == 1
+
+
+async def test_a_hung_broker_fails_only_its_own_items_at_the_deadline() -> None:
+    DLD = m.DescribeLogDirsResponse
+
+    def handler(node: int, request: Any) -> Any:
+        if isinstance(request, m.MetadataRequest):
+            return metadata({0: 1, 1: 2, 2: 3})
+        if isinstance(request, m.DescribeLogDirsRequest):
+            return DLD(results=[DLD.DescribeLogDirsResult(log_dir=f"/data{node}")])
+        return list_offsets_answer(request)
+
+    admin = admin_on(FakeCluster(handler, hung={3}))
+    tps = [TP("t", 0), TP("t", 1), TP("t", 2)]
+    offsets = await admin.list_offsets(dict.fromkeys(tps, -1), timeout_ms=300)
+    assert isinstance(offsets[TP("t", 2)].error, KafkaTimeoutError)
+    assert [offsets[tp].offset for tp in tps[:2]] == [100, 101]
+    assert offsets[TP("t", 0)].error is None and offsets[TP("t", 1)].error is None
+    dirs = await admin.describe_log_dirs([1, 2, 3], timeout_ms=300)
+    assert isinstance(dirs[3].error, KafkaTimeoutError)
+    assert dirs[1].error is None and dirs[1].log_dirs[0].path == "/data1"
+    assert dirs[2].error is None and dirs[2].log_dirs[0].path == "/data2"
+
+
+async def test_list_offsets_and_delete_records_see_partitions_added_since_the_last_refresh() -> (
+    None
+):
+    DR = m.DeleteRecordsResponse
+    partitions = 1
+
+    def handler(node: int, request: Any) -> Any:
+        if isinstance(request, m.MetadataRequest):
+            return metadata(dict.fromkeys(range(partitions), 1))
+        if isinstance(request, m.DeleteRecordsRequest):
+            return DR(
+                topics=[
+                    DR.DeleteRecordsTopicResult(
+                        name=t.name,
+                        partitions=[
+                            DR.DeleteRecordsPartitionResult(
+                                partition_index=p.partition_index, low_watermark=p.offset
+                            )
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in request.topics
+                ]
+            )
+        return list_offsets_answer(request)
+
+    cluster = FakeCluster(handler)
+    admin = admin_on(cluster)
+    await admin.start()
+    partitions = 3  # another client added partitions
+    offsets = await admin.list_offsets({TP("t", 1): -1})
+    assert offsets[TP("t", 1)].error is None and offsets[TP("t", 1)].offset == 101
+    deleted = await admin.delete_records({TP("t", 2): 5, TP("t", 7): 5})
+    assert deleted[TP("t", 2)].error is None and deleted[TP("t", 2)].low_watermark == 5
+    assert "has 3 partitions" in str(deleted[TP("t", 7)].error)
+    assert len(cluster.requests("MetadataRequest")) == 3  # start, then once per call
 
 
 async def test_max_timestamp_needs_list_offsets_v7() -> None:
@@ -263,6 +326,37 @@ async def test_alter_group_offsets_commits_as_an_outsider_with_per_partition_err
     assert committed == {(0, 5), (1, 6)}
 
 
+async def test_alter_group_offsets_reports_a_missing_topic_per_partition() -> None:
+    OC = m.OffsetCommitResponse
+
+    def handler(node: int, request: Any) -> Any:
+        if isinstance(request, m.FindCoordinatorRequest):
+            return find_coordinator({"g": 1})
+        return OC(
+            topics=[
+                OC.OffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OC.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=3 if t.name == "gone" else 0,  # UNKNOWN_TOPIC_OR_PARTITION
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ]
+        )
+
+    cluster = FakeCluster(handler)
+    result = await admin_on(cluster).alter_group_offsets(
+        "g", {TP("t", 0): 5, TP("gone", 0): 5}, timeout_ms=500
+    )
+    assert result[TP("t", 0)] is None
+    assert isinstance(result[TP("gone", 0)], UnknownTopicOrPartitionError)
+    assert len(cluster.requests("OffsetCommitRequest")) == 1
+
+
 async def test_describe_groups_decodes_assignments_and_asks_dead_groups_as_consumer_groups() -> (
     None
 ):
@@ -363,6 +457,47 @@ async def test_describe_configs_routes_broker_resources_and_filters_keys() -> No
         for n, req in cluster.requests("DescribeConfigsRequest")
     }
     assert routed == {0: ["t", "bad"], 2: ["2"]}
+
+
+async def test_config_calls_fail_a_missing_topic_at_once() -> None:
+    DC = m.DescribeConfigsResponse
+    IAC = m.IncrementalAlterConfigsResponse
+
+    def handler(node: int, request: Any) -> Any:
+        if isinstance(request, m.DescribeConfigsRequest):
+            return DC(
+                results=[
+                    DC.DescribeConfigsResult(
+                        resource_type=r.resource_type,
+                        resource_name=r.resource_name,
+                        error_code=3 if r.resource_name == "missing" else 0,
+                    )
+                    for r in request.resources
+                ]
+            )
+        return IAC(
+            responses=[
+                IAC.AlterConfigsResourceResponse(
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                    error_code=3 if r.resource_name == "missing" else 0,
+                )
+                for r in request.resources
+            ]
+        )
+
+    cluster = FakeCluster(handler)
+    admin = admin_on(cluster)
+    t, missing = ConfigResource.topic("t"), ConfigResource.topic("missing")
+    described = await admin.describe_configs([t, missing], timeout_ms=500)
+    assert described[t].error is None
+    assert isinstance(described[missing].error, UnknownTopicOrPartitionError)
+    op = [AlterConfigOp("retention.ms", "1000", AlterConfigOpType.SET)]
+    altered = await admin.incremental_alter_configs({t: op, missing: op}, timeout_ms=500)
+    assert altered[t] is None
+    assert isinstance(altered[missing], UnknownTopicOrPartitionError)
+    assert len(cluster.requests("DescribeConfigsRequest")) == 1
+    assert len(cluster.requests("IncrementalAlterConfigsRequest")) == 1
 
 
 async def test_list_groups_asks_every_broker_and_checks_filter_versions() -> None:
