@@ -157,18 +157,7 @@ class CompletedFetch:
                     )
                 else:
                     try:
-                        out.extend(
-                            deserialized_records(
-                                topic,
-                                partition,
-                                current,
-                                index,
-                                end,
-                                self._ts_type,
-                                self._epoch,
-                                *deserializers,
-                            )
-                        )
+                        out.extend(self._deserialized(index, end, deserializers))
                     except Exception:
                         self._deserialize_until_failure(out, index, end, deserializers)
                 self._index = end
@@ -181,6 +170,15 @@ class CompletedFetch:
             if batch is None:
                 break
             self._load(batch, read_committed)
+
+    def _deserialized(
+        self, start: int, end: int, deserializers: Deserializers
+    ) -> list[ConsumerRecord[Any, Any]]:
+        """The current batch's records `start`..`end`, through the deserializers."""
+        topic, partition = self.tp
+        return deserialized_records(
+            topic, partition, self._current, start, end, self._ts_type, self._epoch, *deserializers
+        )
 
     def _deserialize_until_failure(
         self,
@@ -195,18 +193,7 @@ class CompletedFetch:
         current = self._current
         for i in range(index, end):
             try:
-                out.extend(
-                    deserialized_records(
-                        topic,
-                        partition,
-                        current,
-                        i,
-                        i + 1,
-                        self._ts_type,
-                        self._epoch,
-                        *deserializers,
-                    )
-                )
+                out.extend(self._deserialized(i, i + 1, deserializers))
             except Exception as exc:
                 self._index = i
                 if i > index:
