@@ -132,8 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    if args.debug:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    _setup_logging(debug=args.debug)
     ctx = Context(args, sys.stdout, sys.stderr)
     command: Command = args.run
     try:
@@ -158,6 +157,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         ctx.note(f"{parser.prog}: internal error: {exc!r}")
         traceback.print_exc(file=ctx.err)
         return EXIT_KAFKA_ERROR
+
+
+def _setup_logging(*, debug: bool) -> None:
+    """Client logs on stderr with --debug only. Without it, a NullHandler on the "kafkaio"
+    logger keeps its records (retry warnings...) from Python's last-resort handler, so an
+    error stays the one line ``kafkaio: error: ...``."""
+    client = logging.getLogger("kafkaio")
+    quiet = [h for h in client.handlers if isinstance(h, _Quiet)]
+    if debug:
+        for handler in quiet:
+            client.removeHandler(handler)
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    elif not quiet:
+        client.addHandler(_Quiet())
+
+
+class _Quiet(logging.NullHandler):
+    """The CLI's NullHandler on the "kafkaio" logger (told apart from a user's own)."""
 
 
 def _run(command: Command, ctx: Context) -> int:

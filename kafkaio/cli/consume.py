@@ -11,7 +11,7 @@ from kafkaio.admin import Admin
 from kafkaio.cli import clients
 from kafkaio.cli.app import EXIT_INTERRUPTED, EXIT_KAFKA_ERROR, Context, UsageError
 from kafkaio.cli.interrupt import interruptible
-from kafkaio.cli.output import DEFAULT_TEMPLATE, RecordFormatter, record_formatter
+from kafkaio.cli.output import DEFAULT_TEMPLATE, RecordFormatter, byte_sink, record_formatter
 from kafkaio.consumer import Consumer, RebalanceListener
 from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
@@ -115,13 +115,13 @@ class Session:
         """Poll and print until -c records were printed, -e found every partition read,
         or forever."""
         limit: int | None = self.args.count
-        out = self.ctx.out
+        out = byte_sink(self.ctx.out)  # keys and values as they are, not decoded
         while limit is None or self.count < limit:
             batch = await self.consumer.getmany(
                 timeout_ms=POLL_MS, max_records=None if limit is None else limit - self.count
             )
             for tp, records in batch.items():
-                out.write("".join([self.render(r) + "\n" for r in records]))
+                out.write(b"".join([self.render(r) + b"\n" for r in records]))
                 self.printed[tp] = records[-1].offset + 1
                 self.count += len(records)
             out.flush()

@@ -1,5 +1,5 @@
 """Output helpers of the command-line tool: aligned tables for people, JSON for programs,
-consumed records as raw, JSON or template lines, and byte decoding for keys and values."""
+and consumed records as raw, JSON or template lines (bytes, written as they are)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,53 @@ import enum
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from kafkaio.cli.app import UsageError
 from kafkaio.consumer import ConsumerRecord
 from kafkaio.errors import KafkaError
 
 DEFAULT_TEMPLATE = "{topic}/{partition}@{offset} {key} {value}"
-RecordFormatter = Callable[[ConsumerRecord[bytes | None, bytes | None]], str]
+RecordFormatter = Callable[[ConsumerRecord[bytes | None, bytes | None]], bytes]
+
+
+class ByteSink(Protocol):
+    """Where consumed records are written: a binary stream such as ``sys.stdout.buffer``."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> object: ...
+
+
+def byte_sink(out: TextIO) -> ByteSink:
+    """The binary stream under ``out`` (``sys.stdout.buffer``), so that keys and values are
+    written as they are; a text-only stream (``io.StringIO``) gets UTF-8 text with
+    undecodable bytes escaped."""
+    out.flush()  # anything written as text comes first
+    buffer = getattr(out, "buffer", None)
+    return _TextSink(out) if buffer is None else buffer
+
+
+class _TextSink:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, data: bytes, /) -> int:
+        return self.out.write(data.decode("utf-8", "backslashreplace"))
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def text(data: bytes | None) -> str | None:
-    """Bytes as text (UTF-8, undecodable bytes escaped), None stays None."""
-    return None if data is None else data.decode("utf-8", "backslashreplace")
+    """Bytes as a str that encodes back to the same bytes (UTF-8; undecodable bytes as
+    surrogate escapes, see ``raw``), None stays None."""
+    return None if data is None else data.decode("utf-8", "surrogateescape")
+
+
+def raw(value: str) -> bytes:
+    """A str from ``text`` or the command line (argv) back to its bytes."""
+    return value.encode("utf-8", "surrogateescape")
 
 
 def jsonable(value: Any) -> Any:
@@ -67,10 +101,12 @@ def error_text(error: KafkaError | None) -> str:
 def record_formatter(
     fmt: str, template: str | None = None, key_separator: str | None = None
 ) -> RecordFormatter:
-    """A function rendering one consumed record as one output line (without newline):
-    ``raw`` the value (``key SEP value`` with a key separator), ``json`` an object, or
-    ``template`` (also whenever ``template`` is given) a str.format pattern over the fields
-    topic, partition, offset, timestamp, key, value and headers."""
+    """A function rendering one consumed record as one output line of bytes (without
+    newline): ``raw`` the value (``key SEP value`` with a key separator), ``json`` an
+    object, or ``template`` (also whenever ``template`` is given) a str.format pattern over
+    the fields topic, partition, offset, timestamp, key, value and headers. Raw and template
+    lines carry keys, values and header values byte for byte (as kcat); JSON carries a
+    non-UTF-8 one as ``{"base64": ...}`` and headers as a list of ``[key, value]`` pairs."""
     if template is not None or fmt == "template":
         pattern = template or DEFAULT_TEMPLATE
         try:
@@ -79,27 +115,29 @@ def record_formatter(
             )
         except (KeyError, IndexError, ValueError) as exc:
             raise UsageError(f"bad --template {pattern!r}: {exc!r}") from None
-        return lambda r: pattern.format_map(_fields(r))
+        return lambda r: raw(pattern.format_map(_fields(r)))
     if fmt == "json":
         return _as_json
     if key_separator is not None:
-        return lambda r: f"{text(r.key) or ''}{key_separator}{text(r.value) or ''}"
-    return lambda r: text(r.value) or ""
+        sep = raw(key_separator)
+        return lambda r: (r.key or b"") + sep + (r.value or b"")
+    return lambda r: r.value or b""
 
 
-def _as_json(r: ConsumerRecord[bytes | None, bytes | None]) -> str:
-    return json.dumps(
+def _as_json(r: ConsumerRecord[bytes | None, bytes | None]) -> bytes:
+    line = json.dumps(
         {
             "topic": r.topic,
             "partition": r.partition,
             "offset": r.offset,
             "timestamp": r.timestamp,
-            "key": text(r.key),
-            "value": text(r.value),
-            "headers": {k: text(v) for k, v in r.headers},
+            "key": jsonable(r.key),  # a str if UTF-8, else {"base64": ...}; None is null
+            "value": jsonable(r.value),
+            "headers": [[k, jsonable(v)] for k, v in r.headers],  # keys may repeat
         },
         ensure_ascii=False,
     )
+    return line.encode("utf-8", "backslashreplace")  # a lone surrogate as a JSON \u escape
 
 
 def _fields(r: ConsumerRecord[bytes | None, bytes | None]) -> dict[str, Any]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.from_thread import BlockingPortal
+from anyio.streams.memory import MemoryObjectSendStream
 
 from kafkaio.cli import clients
 from kafkaio.cli.app import EXIT_INTERRUPTED, EXIT_KAFKA_ERROR, Context, UsageError
@@ -26,6 +30,7 @@ ACKS = {"all": "all", "-1": "all", "0": 0, "1": 1}
 _SHOWN_FAILURES = 10  # failed records listed one per line; the rest are counted
 # After Ctrl-C, how long close() lets enqueued records reach the broker before failing them.
 _CLOSE_ON_INTERRUPT_S = 5.0
+_READ_CHUNK = 1 << 20
 
 
 @dataclass(slots=True)
@@ -62,7 +67,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="produce lines or JSON lines from stdin or a file",
         description="Produce one record per input line. With --format json each line is an "
-        'object: {"key": ..., "value": ..., "headers": {...}, "partition": N, '
+        'object: {"key": ..., "value": ..., "headers": {...} or [[K, V], ...], "partition": N, '
         '"timestamp": MS} (a non-object line is the value). Keyed records go to the murmur2 '
         "partition of their key (as the Java client); others are spread by the sticky "
         "partitioner. Exits 1 if any record was not delivered.",
@@ -71,7 +76,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--file", help="read records from FILE instead of stdin")
     p.add_argument("--format", choices=("lines", "json"), default="lines", help="input format")
     p.add_argument(
-        "-K", "--key-separator", metavar="SEP", help="split each line at SEP into key and value"
+        "-K",
+        "--key-separator",
+        metavar="SEP",
+        help="split each line at the first SEP (not empty) into key and value",
     )
     p.add_argument(
         "-H",
@@ -110,7 +118,9 @@ def parse_lines(
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    sep = key_separator.encode() if key_separator is not None else None
+    if key_separator == "":
+        raise UsageError("-K/--key-separator must not be empty")
+    sep = None if key_separator is None else key_separator.encode("utf-8", "surrogateescape")
     out: list[InputRecord] = []
     for number, line in enumerate(lines, 1):
         line = line.removesuffix(b"\r")
@@ -187,7 +197,9 @@ async def deliver(
 
     A record the producer refuses (too large) fails alone; any other error stops enqueuing
     and is kept in ``outcome.stopped_by``. Ctrl-C stops enqueuing too; the records already
-    enqueued then get a few seconds to be delivered before close() fails them.
+    enqueued then get a few seconds to be delivered before close() fails them. With
+    ``outcome.interrupted`` already set (Ctrl-C while the input was read) the records are
+    enqueued and get those few seconds only.
     """
     pending: list[tuple[int, DeliveryFuture]] = []
     await producer.start()
@@ -210,10 +222,11 @@ async def deliver(
                     if progress is not None:
                         future.add_done_callback(_on_delivery(progress, len(record.value or b"")))
                     pending.append((record.line, future))
-                await producer.flush()
+                if not outcome.interrupted:
+                    await producer.flush()
             except KafkaError as exc:
                 outcome.stopped_by = exc
-        outcome.interrupted = interrupt.interrupted
+        outcome.interrupted = outcome.interrupted or interrupt.interrupted
     finally:
         await producer.close(timeout=_CLOSE_ON_INTERRUPT_S if outcome.interrupted else None)
         for line, future in pending:  # all done now: close completes every future
@@ -239,10 +252,12 @@ def report(ctx: Context, topic: str, outcome: Outcome, partition_count: int) -> 
         f"produced {outcome.delivered} records to {topic} "
         f"({len(outcome.partitions)} of {partition_count} partitions)"
     )
-    if outcome.delivered == outcome.total and not outcome.interrupted:
+    delivered_all = outcome.delivered == outcome.total
+    if delivered_all:
         ctx.note(summary)
-        return 0
-    ctx.note(f"{summary}; {outcome.total - outcome.delivered} of {outcome.total} NOT delivered")
+    else:
+        missing = outcome.total - outcome.delivered
+        ctx.note(f"{summary}; {missing} of {outcome.total} NOT delivered")
     for line, error in outcome.failed[:_SHOWN_FAILURES]:
         ctx.note(f"  input line {line}: {error}")
     if len(outcome.failed) > _SHOWN_FAILURES:
@@ -254,18 +269,78 @@ def report(ctx: Context, topic: str, outcome: Outcome, partition_count: int) -> 
     if outcome.interrupted:
         ctx.note("interrupted")
         return EXIT_INTERRUPTED
-    return EXIT_KAFKA_ERROR
+    return 0 if delivered_all else EXIT_KAFKA_ERROR
+
+
+async def read_until_eof(fd: int, into: bytearray) -> None:
+    """Append what file descriptor ``fd`` gives to ``into`` until end of file.
+
+    A daemon thread does the blocking reads with os.read (no Python-level lock held), so
+    cancelling this (Ctrl-C) returns at once, keeping what was read: the thread, maybe
+    still blocked in a read, is abandoned and cannot hold up the interpreter's exit.
+    """
+    send, receive = anyio.create_memory_object_stream[bytes | OSError](1)
+    async with BlockingPortal() as portal, send, receive:  # closed: the thread stops
+        reader = threading.Thread(
+            target=_read_chunks, args=(fd, portal, send), name="kafkaio-stdin", daemon=True
+        )
+        reader.start()
+        async for chunk in receive:
+            if isinstance(chunk, OSError):
+                raise chunk
+            if not chunk:
+                return
+            into += chunk
+
+
+def _read_chunks(
+    fd: int, portal: BlockingPortal, send: MemoryObjectSendStream[bytes | OSError]
+) -> None:
+    """The reading thread: hands every chunk (b"" at end of file, or the OSError) over."""
+    try:
+        while True:
+            chunk: bytes | OSError
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except OSError as exc:
+                chunk = exc
+            portal.call(send.send, chunk)
+            if not isinstance(chunk, bytes) or not chunk:
+                return
+    except Exception:  # the reader went away (Ctrl-C) or the event loop ended: stop quietly
+        return
+
+
+async def _read_stdin() -> tuple[bytes, bool]:
+    """stdin up to end of file, or up to Ctrl-C; returns (data, interrupted). Interrupted,
+    only complete lines count (an unfinished last line is dropped)."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (e.g. under a test)
+        return sys.stdin.buffer.read(), False
+    data = bytearray()
+    async with interruptible() as interrupt:
+        await read_until_eof(fd, data)
+    if interrupt.interrupted:
+        del data[data.rfind(b"\n") + 1 :]
+    return bytes(data), interrupt.interrupted
 
 
 async def run(ctx: Context) -> int:
     args = ctx.args
     headers = parse_headers(args.header)
+    if args.key_separator == "":
+        raise UsageError("-K/--key-separator must not be empty")
     if args.file:
         with open(args.file, "rb") as f:
-            data = f.read()
+            data, interrupted = f.read(), False
     else:
-        data = await anyio.to_thread.run_sync(sys.stdin.buffer.read)
+        data, interrupted = await _read_stdin()
     records = parse_lines(data, fmt=args.format, key_separator=args.key_separator, headers=headers)
+    if interrupted and not records:
+        ctx.note(f"produced 0 records to {args.topic}")
+        ctx.note("interrupted")
+        return EXIT_INTERRUPTED
     async with ctx.admin() as admin:
         count = len(await clients.topic_partitions(admin, args.topic))
     check_partitions(records, args.partition, args.topic, count)
@@ -273,7 +348,8 @@ async def run(ctx: Context) -> int:
         return report(ctx, args.topic, Outcome(0), count)
     producer = clients.producer(ctx, acks=ACKS[args.acks], compression_type=args.compression)
     progress = Progress("produced", len(records), stream=ctx.out) if _tty(ctx) else None
-    outcome = Outcome(len(records))
+    # Ctrl-C while reading: the lines read are still produced, given a few seconds (as kcat).
+    outcome = Outcome(len(records), interrupted=interrupted)
     try:
         await deliver(
             producer, args.topic, records, outcome, fixed=args.partition, progress=progress

@@ -6,6 +6,7 @@ terminal."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import selectors
@@ -45,6 +46,15 @@ def run(
         timeout=timeout,
         env={**os.environ, **(env or {})},
         check=False,
+    )
+
+
+def run_bytes(
+    *args: str, stdin: bytes = b"", timeout: float = 40
+) -> subprocess.CompletedProcess[bytes]:
+    """`run`, with stdin, stdout and stderr as bytes."""
+    return subprocess.run(
+        [*KAFKAIO, *args], input=stdin, capture_output=True, timeout=timeout, check=False
     )
 
 
@@ -95,7 +105,7 @@ def test_produce_then_consume_in_every_format(
     assert sorted((r["key"], r["value"]) for r in records) == sorted(
         (f"key{i}", f"value {i}") for i in range(20)
     )
-    assert all(r["topic"] == topic and r["headers"] == {"source": "cli"} for r in records)
+    assert all(r["topic"] == topic and r["headers"] == [["source", "cli"]] for r in records)
     assert {r["partition"] for r in records} == {0, 1}  # keys spread over both partitions
 
     template = "{partition}|{offset}|{key}|{value}|{headers}"
@@ -136,9 +146,53 @@ def test_json_lines_input_and_partition(
     )
     got = [json.loads(line) for line in out.splitlines()]
     assert [(r["key"], r["value"], r["headers"]) for r in got] == [
-        ("a", '{"n": 1}', {}),
-        (None, "plain", {"h": "1"}),
+        ("a", '{"n": 1}', []),
+        (None, "plain", [["h", "1"]]),
     ]
+
+
+def test_binary_keys_and_values_round_trip(
+    tansu_broker: BrokerInfo, topic: str, tmp_path: os.PathLike[str]
+) -> None:
+    """As kcat: raw and template output carry the bytes as they are; JSON carries non-UTF-8
+    bytes as {"base64": ...} and UTF-8 text as text."""
+    b = ("-b", tansu_broker.bootstrap)
+    value = b"\xff\xfe\x00\x01binary\x80"
+    path = os.path.join(tmp_path, "in.bin")
+    with open(path, "wb") as f:
+        f.write(b"k\xc3:" + value + b"\n" + "ключ:текст ✓\n".encode())
+    produced = run_bytes(*b, "produce", topic, "-p", "0", "-K", ":", "-f", path)
+    assert produced.returncode == 0, produced.stderr
+    consume = (*b, "consume", topic, "--from-beginning", "-e")
+    done = run_bytes(*consume)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == value + b"\n" + "текст ✓\n".encode()
+    done = run_bytes(*consume, "-K", "=")
+    assert done.stdout == b"k\xc3=" + value + b"\n" + "ключ=текст ✓\n".encode()
+    done = run_bytes(*consume, "--template", "{offset} {key}|{value}")
+    assert done.stdout == b"0 k\xc3|" + value + b"\n" + "1 ключ|текст ✓\n".encode()
+    done = run_bytes(*consume, "--format", "json")
+    first, second = (json.loads(line) for line in done.stdout.splitlines())
+    assert base64.b64decode(first["value"]["base64"]) == value
+    assert base64.b64decode(first["key"]["base64"]) == b"k\xc3"
+    assert (second["key"], second["value"]) == ("ключ", "текст ✓")
+
+
+def test_json_output_keeps_repeated_header_keys(tansu_broker: BrokerInfo, topic: str) -> None:
+    """Headers are an ordered list whose keys may repeat (kcat -J prints them all)."""
+    b = ("-b", tansu_broker.bootstrap)
+    headers = ("-H", "trace=a", "-H", "trace=b", "-H", "other=c")
+    produced = run(*b, "produce", topic, "-p", "0", *headers, stdin=b"hello\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = run(*b, "consume", topic, "-p", "0", "--from-beginning", "-e", "--format", "json")
+    assert consumed.returncode == 0, consumed.stderr
+    record = json.loads(consumed.stdout)
+    assert record["headers"] == [["trace", "a"], ["trace", "b"], ["other", "c"]]
+    # the list form is what `produce --format json` reads back
+    again = run(*b, "produce", topic, "--format", "json", stdin=consumed.stdout.encode())
+    assert again.returncode == 0, again.stderr
+    consumed = run(*b, "consume", topic, "-p", "0", "-o", "1", "-e", "--format", "json")
+    assert json.loads(consumed.stdout)["headers"] == record["headers"]
 
 
 def _json_records(out: str) -> list[dict[str, Any]]:
@@ -310,6 +364,43 @@ def test_ctrl_c_commits_what_was_printed_and_exits_130(
     assert _committed(tansu_broker.bootstrap, group) == {p: counts.get(p, 0) for p in (0, 1)}
 
 
+def test_ctrl_c_while_produce_waits_for_stdin_produces_what_was_read_and_exits_130(
+    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As kcat -P: Ctrl-C stops reading an open stdin; the lines read are still produced."""
+    b = ("-b", tansu_broker.bootstrap)
+    process = subprocess.Popen(
+        [*KAFKAIO, *b, "produce", topic, "-p", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdin is not None
+        process.stdin.write(b"a\nb\nunfinished")
+        process.stdin.flush()
+        time.sleep(3)  # the interpreter is up and waits for more input
+        process.send_signal(signal.SIGINT)
+        try:
+            code = process.wait(15)
+        except subprocess.TimeoutExpired:
+            pytest.fail("`kafkaio produce` ignored Ctrl-C while reading stdin")
+        assert process.stderr is not None
+        err = process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert code == 130, err
+    assert f"produced 2 records to {topic}" in err and "interrupted" in err, err
+    assert "Traceback" not in err and "Fatal" not in err, err
+    code, out, _ = cli(capsys, *b, "consume", topic, "-p", "1", "--from-beginning", "-e")
+    assert out.splitlines() == ["a", "b"]  # the unfinished last line is not produced
+
+
 def test_topics_commands_with_json(
     tansu_broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -417,6 +508,23 @@ def test_errors_exit_codes_and_messages(tansu_broker: BrokerInfo, unique_topic: 
     assert "Traceback" not in missing.stderr
     usage = run("groups", "reset-offsets", "g", "--topic", "t", "--to-offset", "x")
     assert usage.returncode == 2 and "invalid int value" in usage.stderr
+
+
+def test_empty_key_separator_is_a_usage_error(tansu_broker: BrokerInfo, topic: str) -> None:
+    done = run("-b", tansu_broker.bootstrap, "produce", topic, "-K", "", stdin=b"k:v\n")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "kafkaio: error: -K/--key-separator must not be empty\n"
+
+
+@pytest.mark.parametrize("command", [("consume", "t", "-e"), ("topics", "list")])
+def test_unreachable_broker_error_is_one_line_without_debug(command: tuple[str, ...]) -> None:
+    """Client logs (retry warnings) only with --debug; otherwise the error is one line."""
+    done = run("-b", "127.0.0.1:1", "--timeout-ms", "1500", *command)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kafkaio: error:"), lines
+    debug = run("-b", "127.0.0.1:1", "--timeout-ms", "1500", "--debug", *command)
+    assert debug.returncode == 1 and "WARNING:kafkaio" in debug.stderr, debug.stderr
 
 
 def test_progress_bar_on_a_terminal_and_quiet_when_piped(

@@ -3,6 +3,7 @@ and exit codes / messages for usage errors (no broker needed)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 from pathlib import Path
@@ -57,6 +58,11 @@ def test_json_lines_input() -> None:
         parse_lines(b'{}\n{"partition": true}\n', fmt="json", key_separator=None, headers=[])
 
 
+def test_empty_key_separator_is_refused() -> None:
+    with pytest.raises(KafkaConfigError, match="must not be empty"):
+        parse_lines(b"k:v\n", fmt="lines", key_separator="", headers=[])
+
+
 def test_headers_need_key_value() -> None:
     assert parse_headers(["a=1", "b="]) == [("a", b"1"), ("b", b"")]
     with pytest.raises(KafkaConfigError, match="KEY=VALUE"):
@@ -86,8 +92,8 @@ def _record() -> ConsumerRecord[bytes | None, bytes | None]:
 
 def test_output_formats() -> None:
     r = _record()
-    assert record_formatter("raw")(r) == "v\\xff"
-    assert record_formatter("raw", None, "=")(r) == "k=v\\xff"
+    assert record_formatter("raw")(r) == b"v\xff"  # bytes as they are (as kcat)
+    assert record_formatter("raw", None, "=")(r) == b"k=v\xff"
     as_json = json.loads(record_formatter("json")(r))
     assert as_json == {
         "topic": "t",
@@ -95,16 +101,32 @@ def test_output_formats() -> None:
         "offset": 7,
         "timestamp": 1234,
         "key": "k",
-        "value": "v\\xff",
-        "headers": {"h": "x"},
+        "value": {"base64": base64.b64encode(b"v\xff").decode()},  # not UTF-8: lossless
+        "headers": [["h", "x"]],
     }
-    assert record_formatter("template")(r) == "t/1@7 k v\\xff"
-    assert record_formatter("raw", "{offset}|{headers}")(r) == "7|h=x"
+    assert record_formatter("template")(r) == b"t/1@7 k v\xff"
+    assert record_formatter("raw", "{offset}|{headers}")(r) == b"7|h=x"
     null = ConsumerRecord("t", 0, 3, 0, 0, None, None, (), None, -1, -1)
-    assert record_formatter("raw", None, "=")(null) == "="
+    assert record_formatter("raw", None, "=")(null) == b"="
     assert json.loads(record_formatter("json")(null))["value"] is None
     with pytest.raises(KafkaConfigError, match="bad --template"):
         record_formatter("template", "{nope}")
+
+
+def test_json_output_keeps_every_header_in_order_and_utf8_text_as_is() -> None:
+    headers = [("trace", b"a"), ("trace", b"b"), ("bin", b"\x80"), ("none", None)]
+    r = ConsumerRecord("t", 0, 0, 0, 0, "clé".encode(), "välue ✓".encode(), headers, None, -1, 1)
+    line = record_formatter("json")(r)
+    assert "välue ✓".encode() in line  # UTF-8 text unchanged (not \u-escaped)
+    as_json = json.loads(line)
+    assert (as_json["key"], as_json["value"]) == ("clé", "välue ✓")
+    assert as_json["headers"] == [
+        ["trace", "a"],
+        ["trace", "b"],
+        ["bin", {"base64": "gA=="}],
+        ["none", None],
+    ]
+    assert record_formatter("raw", None, ":")(r) == "clé:välue ✓".encode()
 
 
 def test_properties_file_and_tls(tmp_path: Path) -> None:
@@ -149,6 +171,7 @@ def test_bootstrap_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> 
         (["topics", "list", "--bootstrap"], "expected one argument"),
         (["produce", "t", "--acks", "2"], "invalid choice: '2'"),
         (["nosuch"], "invalid choice: 'nosuch'"),
+        (["-b", "x:1", "produce", "t", "-K", ""], "-K/--key-separator must not be empty"),
     ],
 )
 def test_usage_errors_exit_2_without_traceback(
