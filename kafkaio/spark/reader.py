@@ -85,6 +85,13 @@ class _SourceBase:
     def _isolation(self) -> str:
         return str(self._opts.client.options.get("isolation_level", "read_uncommitted"))
 
+    def _read_partition(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The records of a RangePartition. Anything else is the InputPartition(None) PySpark
+        plans when partitions() is empty (nothing to read): no rows, as Spark's Kafka source."""
+        if not isinstance(partition, RangePartition):
+            return iter(())
+        return self._read(partition.range())
+
     def _read(self, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         return read_range(
             self._opts.client,
@@ -123,8 +130,7 @@ class KafkaioBatchReader(_SourceBase, DataSourceReader):
         return plan_ranges(start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        return self._read(partition.range())
+        return self._read_partition(partition)
 
 
 class KafkaioStreamReader(_SourceBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -201,8 +207,7 @@ class KafkaioStreamReader(_SourceBase, DataSourceStreamReader, SupportsTriggerAv
         return [RangePartition.of(r) for r in plan_ranges(begin, finish)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        return self._read(partition.range())
+        return self._read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in a consumer group."""

@@ -18,10 +18,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     DataType,
     IntegerType,
+    MapType,
     StringType,
+    StructField,
     StructType,
 )
 
@@ -32,6 +35,7 @@ from kafkaio.spark.rows import HEADERS_TYPE
 
 log = logging.getLogger("kafkaio.spark")
 
+# compared with _nullable(column type): every nullability flag here must be set
 _COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
     "key": (StringType(), BinaryType()),
     "value": (StringType(), BinaryType()),
@@ -48,6 +52,18 @@ class KafkaioCommitMessage(WriterCommitMessage):
     records: int
 
 
+def _nullable(t: DataType) -> DataType:
+    """`t` with every nullability flag set, so types compare ignoring nullability (Spark's
+    sink compares with DataTypeUtils.sameType: array(struct(...)) columns are not null)."""
+    if isinstance(t, ArrayType):
+        return ArrayType(_nullable(t.elementType), containsNull=True)
+    if isinstance(t, MapType):
+        return MapType(_nullable(t.keyType), _nullable(t.valueType), valueContainsNull=True)
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType)) for f in t.fields])
+    return t
+
+
 def check_sink_schema(schema: StructType, topic: str | None) -> None:
     """Spark's Kafka sink rules: a value column, a topic (option or column), known types."""
     fields = {f.name: f.dataType for f in schema.fields}
@@ -61,7 +77,7 @@ def check_sink_schema(schema: StructType, topic: str | None) -> None:
             "writing to Kafka needs a topic: set .option('topic', ...) or add a `topic` column"
         )
     for name, allowed in _COLUMN_TYPES.items():
-        if name in fields and fields[name] not in allowed:
+        if name in fields and _nullable(fields[name]) not in allowed:
             want = " or ".join(t.simpleString() for t in allowed)
             raise KafkaConfigError(
                 f"column `{name}` is {fields[name].simpleString()}; it must be {want}"

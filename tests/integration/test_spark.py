@@ -22,7 +22,16 @@ pytest.importorskip(
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'kafkaio[spark]')")
 
 from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from kafkaio import Consumer, Producer, TopicPartition  # noqa: E402
 from kafkaio.errors import KafkaConfigError  # noqa: E402
@@ -31,6 +40,7 @@ from kafkaio.spark import offsets_json, register  # noqa: E402
 from kafkaio.spark.offsets import rate_limit  # noqa: E402
 from kafkaio.spark.options import SourceOptions  # noqa: E402
 from kafkaio.spark.settings import client_settings  # noqa: E402
+from kafkaio.spark.writer import check_sink_schema  # noqa: E402
 from kafkaio.testing import BrokerInfo  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -233,6 +243,29 @@ def test_batch_read_headers(spark: SparkSession, broker: BrokerInfo, unique_topi
     assert [(h.key, bytes(h.value)) for h in rows[2].headers] == [("trace", b"\x00\x01")]
 
 
+def test_batch_read_with_nothing_to_read_is_empty(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    """No range to read (empty topic, missing topic, start == end): an empty DataFrame with
+    the source's schema, as Spark's Kafka source gives (PySpark reads an empty partition
+    list as one InputPartition(None))."""
+    _create(broker, unique_topic)
+    reader = spark.read.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap)
+    empty = reader.option("subscribe", unique_topic).load()
+    assert empty.collect() == []
+    assert empty.schema.fieldNames()[-1] == "timestampType"
+    missing = (
+        reader.option("subscribe", unique_topic + "-missing").option("includeHeaders", "true")
+    ).load()
+    assert missing.count() == 0
+    assert missing.schema.fieldNames()[-1] == "headers"
+
+    metas = _produce(broker.bootstrap, unique_topic, _records(6))
+    ends = json.dumps(offsets_json(_ends(metas)))
+    same = reader.option("subscribe", unique_topic).option("startingOffsets", ends)
+    assert same.option("endingOffsets", ends).load().count() == 0
+
+
 def test_batch_read_rejects_bad_options(spark: SparkSession, broker: BrokerInfo) -> None:
     reader = spark.read.format("kafkaio").option("kafka.bootstrap.servers", broker.bootstrap)
     with pytest.raises(Exception, match="exactly one of the options subscribe"):
@@ -277,6 +310,33 @@ def test_batch_write_then_read_back(
         assert list(r.headers) == (headers or [])
 
 
+def test_write_headers_built_with_array_struct(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    """array(struct(...)) gives array<struct<key:string,value:binary>> with non-nullable
+    parts; the sink ignores nullability, as Spark's (DataTypeUtils.sameType)."""
+    _create(broker, unique_topic)
+    df = spark.range(6).select(
+        F.col("id").cast("string").alias("value"),
+        (F.col("id") % PARTITIONS).cast("int").alias("partition"),
+        F.array(F.struct(F.lit("trace").alias("key"), F.lit(b"t1").alias("value"))).alias(
+            "headers"
+        ),
+    )
+    headers_type = df.schema["headers"].dataType
+    assert isinstance(headers_type, ArrayType) and not headers_type.containsNull
+    (
+        df.write.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", unique_topic)
+        .mode("append")
+        .save()
+    )
+    records = _consume_all(broker.bootstrap, unique_topic, 6)
+    assert sorted(r.value for r in records) == [str(i).encode() for i in range(6)]
+    assert all(list(r.headers) == [("trace", b"t1")] for r in records)
+
+
 def test_write_with_topic_column_and_errors(
     spark: SparkSession, broker: BrokerInfo, unique_topic: str
 ) -> None:
@@ -310,13 +370,21 @@ def test_write_with_topic_column_and_errors(
 
 
 def _stream_once(
-    spark: SparkSession, broker: BrokerInfo, topic: str, out: Path, checkpoint: Path, **options: str
+    spark: SparkSession,
+    broker: BrokerInfo,
+    topic: str,
+    out: Path,
+    checkpoint: Path,
+    *,
+    pattern: bool = False,
+    **options: str,
 ) -> list[dict[str, Any]]:
-    """One availableNow run of topic -> parquet; returns the run's progress reports."""
+    """One availableNow run of topic (a regex with `pattern`) -> parquet; returns the run's
+    progress reports."""
     stream = (
         spark.readStream.format("kafkaio")
         .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribe", topic)
+        .option("subscribePattern" if pattern else "subscribe", topic)
         .option("startingOffsets", "earliest")
     )
     for name, value in options.items():
@@ -369,6 +437,26 @@ def test_streaming_max_offsets_per_trigger(
     # 25 spread over 3 equally lagging partitions: 8 each, then 8 each, then the rest
     assert [p["numInputRows"] for p in progress] == [24, 24, 12]
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(
+        (md.partition, md.offset) for md in metas
+    )
+
+
+def test_streaming_micro_batch_with_nothing_to_read(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str, tmp_path: Path
+) -> None:
+    """A new empty topic moves the offsets with no record to read: that micro-batch has no
+    input partitions and reads nothing."""
+    first, second = f"{unique_topic}-a", f"{unique_topic}-b"
+    _create(broker, first)
+    metas = _produce(broker.bootstrap, first, _records(6), one_by_one=True)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    _stream_once(spark, broker, f"{unique_topic}-[ab]", out, checkpoint, pattern=True)
+    _create(broker, second)
+    progress = _stream_once(spark, broker, f"{unique_topic}-[ab]", out, checkpoint, pattern=True)
+    assert progress == []  # no rows in the second run
+    assert second in (checkpoint / "offsets" / "1").read_text()  # its micro-batch ran
+    rows = spark.read.parquet(str(out)).collect()
     assert sorted((r.partition, r.offset) for r in rows) == sorted(
         (md.partition, md.offset) for md in metas
     )
@@ -439,6 +527,39 @@ def test_source_option_parsing() -> None:
         client_settings({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"})
     with pytest.raises(KafkaConfigError, match="did you mean 'kafka.linger.ms'"):
         client_settings({"kafka.bootstrap.servers": "h:1", "kafka.linger.msec": "5"})
+
+
+def test_sink_schema_check_ignores_nullability() -> None:
+    strict = StructType(
+        [
+            StructField("key", BinaryType(), nullable=False),
+            StructField("value", StringType(), nullable=False),
+            StructField("topic", StringType(), nullable=False),
+            StructField("partition", IntegerType(), nullable=False),
+            StructField(
+                "headers",
+                ArrayType(
+                    StructType(
+                        [
+                            StructField("key", StringType(), nullable=False),
+                            StructField("value", BinaryType(), nullable=False),
+                        ]
+                    ),
+                    containsNull=False,
+                ),
+                nullable=False,
+            ),
+        ]
+    )
+    check_sink_schema(strict, None)
+    wrong = StructType(
+        [
+            StructField("value", StringType()),
+            StructField("headers", ArrayType(StructType([StructField("key", StringType())]))),
+        ]
+    )
+    with pytest.raises(KafkaConfigError, match="column `headers` is array<struct<key:string>>"):
+        check_sink_schema(wrong, "t")
 
 
 def test_rate_limit_spreads_by_lag() -> None:
