@@ -80,6 +80,14 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
+class SslAuthenticationError(KafkaConnectionError):
+    """The TLS handshake with a broker failed: its certificate was rejected, or the listener
+    does not speak TLS to this client. Retrying cannot fix it, so clients stop at once (as
+    Java's SslAuthenticationException); fix ssl_context or security_protocol."""
+
+    retriable = False
+
+
 class ClientClosedError(KafkaConnectionError):
     """The client (its connection manager) is closed: no request can be sent any more, and
     retrying does not help. Create a new client."""

@@ -30,6 +30,7 @@ from kafkaio.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
     SaslAuthenticationFailedError,
+    SslAuthenticationError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -934,13 +935,13 @@ async def _open_stream(
         else:
             stream = await anyio.connect_tcp(host, port)
     except ssl.SSLCertVerificationError as exc:
-        raise KafkaConnectionError(
+        raise SslAuthenticationError(
             f"TLS: the certificate of {who} was rejected ({exc.verify_message}); check that "
             "ssl_context trusts the broker's CA and that the certificate names the host you "
             "connect to"
         ) from exc
     except ssl.SSLError as exc:
-        raise KafkaConnectionError(
+        raise SslAuthenticationError(
             f"TLS handshake with {who} failed ({exc.reason or exc}); check that the listener "
             "uses TLS (security_protocol SSL/SASL_SSL) and accepts this client"
         ) from exc

@@ -238,15 +238,20 @@ class ConnectionManager:
         now = monotonic()
         ready = [a for a in rotated if self._bootstrap_slots[a].next_attempt <= now]
         failures: list[str] = []
+        final: KafkaConnectionError | None = None  # one that retrying cannot fix (TLS...)
         for address in ready + [a for a in rotated if a not in ready]:
             try:
                 conn = await self._connect(self._bootstrap_slots[address])
             except KafkaConnectionError as exc:
                 failures.append(str(exc))
+                if final is None and not exc.retriable:
+                    final = exc
                 continue
             self._bootstrap_index = addresses.index(address)
             return conn
         self._bootstrap_index = (self._bootstrap_index + 1) % count
+        if final is not None:
+            raise final
         raise KafkaConnectionError(
             f"could not connect to any of the {count} bootstrap servers: "
             + "; ".join(failures)

@@ -27,6 +27,7 @@ from kafkaio.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     SaslAuthenticationFailedError,
+    SslAuthenticationError,
 )
 from kafkaio.net import Connection, ConnectionConfig, ConnectionManager
 from kafkaio.net.inflight import InFlightRequests
@@ -300,6 +301,38 @@ def test_tls_rejects_bad_certificates(
                 await Connection.connect(host, port, tls_config(contexts[case]))
             assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
             assert re.search(match, str(info.value)), str(info.value)
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("kind", ["producer", "consumer", "admin"])
+def test_a_rejected_certificate_fails_start_at_once(
+    certificates: Path, tansu_broker: BrokerInfo, kind: str
+) -> None:
+    from kafkaio import Admin, Consumer, Producer
+
+    async def scenario() -> None:
+        async with tls_proxy(certificates, first_address(tansu_broker.bootstrap)) as port:
+            options: dict[str, Any] = {
+                "security_protocol": "SSL",
+                "ssl_context": trusting(certificates, "other-ca"),
+            }
+            bootstrap = f"localhost:{port}"
+            client: Any
+            if kind == "producer":
+                client = Producer(bootstrap, max_block_ms=30_000, **options)
+            elif kind == "consumer":
+                client = Consumer(
+                    bootstrap_servers=bootstrap, default_api_timeout_ms=30_000, **options
+                )
+            else:
+                client = Admin(bootstrap, default_api_timeout_ms=30_000, **options)
+            try:
+                with anyio.fail_after(5):  # before: retried until the 30 s timeout
+                    with pytest.raises(SslAuthenticationError, match="certificate of broker"):
+                        await client.start()
+            finally:
+                await client.close()
 
     run(scenario)
 
