@@ -290,6 +290,10 @@ class OffsetsManager:
             if no_offset:
                 event.fail(NoOffsetForPartitionError(no_offset))
                 continue
+            truncated = [e for st in states.values() if (e := st.truncated()) is not None]
+            if truncated:  # auto_offset_reset 'none': only a seek() moves it on
+                event.fail(truncated[0])
+                continue
             if all(
                 st.fetch_state is FetchState.FETCHING and st.position is not None
                 for st in states.values()

@@ -71,6 +71,16 @@ class PartitionState:
     last_stable_offset: int | None = None
     preferred_read_replica: int | None = None
     preferred_read_replica_expires_ms: float = 0.0
+    # (error, position): validation found the log truncated at this position with
+    # auto_offset_reset 'none'; stands until the position changes (seek)
+    truncation: tuple[BaseException, FetchPosition] | None = None
+
+    def truncated(self) -> BaseException | None:
+        """The LogTruncationError of the current position, if validation found one."""
+        mark = self.truncation
+        if mark is None or mark[1] is not self.position:
+            return None
+        return mark[0]
 
 
 class SubscriptionState:

@@ -86,7 +86,9 @@ def complete_validation(
     if end_offset < 0 or end_epoch < 0:
         if no_reset:
             st.fetch_state = FetchState.AWAIT_VALIDATION
-            return LogTruncationError({tp: offset}, {tp: None})
+            error = LogTruncationError({tp: offset}, {tp: None})
+            st.truncation = (error, position)
+            return error
         log.info(
             "%s: the leader has no record of epoch %s at offset %d (log truncation); "
             "resetting the position (auto_offset_reset=%r)",
@@ -100,9 +102,11 @@ def complete_validation(
     if end_offset < offset:
         if no_reset:
             st.fetch_state = FetchState.AWAIT_VALIDATION
-            return LogTruncationError(
+            error = LogTruncationError(
                 {tp: offset}, {tp: OffsetAndMetadata(end_offset, "", end_epoch)}
             )
+            st.truncation = (error, position)
+            return error
         log.info(
             "%s: log truncation detected at offset %d (epoch %s); moving the position back to "
             "%d, the first offset that diverges",

@@ -7,10 +7,16 @@ from typing import Any
 
 import pytest
 
-from kafkaio.consumer.errors import NoOffsetForPartitionError
+from kafkaio.consumer.errors import LogTruncationError, NoOffsetForPartitionError
 from kafkaio.consumer.events import AwaitPositionsEvent, ListOffsetsEvent
 from kafkaio.consumer.offsets import OffsetsManager
-from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
+from kafkaio.consumer.subscription import (
+    FetchPosition,
+    FetchState,
+    OffsetResetStrategy,
+    SubscriptionState,
+)
+from kafkaio.consumer.validation import complete_validation
 from kafkaio.errors import KafkaConnectionError, TopicAuthorizationFailedError
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.requests import UnsentRequest
@@ -111,6 +117,28 @@ def test_reset_none_is_not_sent_and_position_wait_fails() -> None:
     assert event.done
     with pytest.raises(NoOffsetForPartitionError, match="t-0"):
         event.result()
+
+
+def test_a_truncation_found_with_reset_none_fails_the_position_wait_until_a_seek() -> None:
+    subs, manager = _manager("none")
+    subs.assign_from_user([tp(0)])
+    subs.seek_unvalidated(tp(0), FetchPosition(40, offset_epoch=3))
+    waiting = AwaitPositionsEvent(1000, (tp(0),))
+    manager.await_positions(waiting, 0)
+    assert not waiting.done
+    error = complete_validation(subs, tp(0), 40, 3, end_epoch=3, end_offset=30)
+    assert isinstance(error, LogTruncationError)
+    manager.poll(1)
+    with pytest.raises(LogTruncationError):  # before: waited until its deadline
+        waiting.result()
+    again = AwaitPositionsEvent(1000, (tp(0),))
+    manager.await_positions(again, 2)
+    with pytest.raises(LogTruncationError):
+        again.result()
+    subs.seek(tp(0), 30)  # what the application does about it
+    after = AwaitPositionsEvent(1000, (tp(0),))
+    manager.await_positions(after, 3)
+    assert after.result() == {tp(0): 30}
 
 
 def test_no_reset_when_a_group_supplies_committed_offsets() -> None:
