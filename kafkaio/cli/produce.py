@@ -111,6 +111,11 @@ def parse_headers(items: Iterable[str]) -> Headers:
     return headers
 
 
+def check_key_separator(key_separator: str | None) -> None:
+    if key_separator == "":
+        raise UsageError("-K/--key-separator must not be empty")
+
+
 def parse_lines(
     data: bytes, *, fmt: str, key_separator: str | None, headers: Headers
 ) -> list[InputRecord]:
@@ -118,8 +123,7 @@ def parse_lines(
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    if key_separator == "":
-        raise UsageError("-K/--key-separator must not be empty")
+    check_key_separator(key_separator)
     sep = None if key_separator is None else key_separator.encode("utf-8", "surrogateescape")
     out: list[InputRecord] = []
     for number, line in enumerate(lines, 1):
@@ -329,8 +333,7 @@ async def _read_stdin() -> tuple[bytes, bool]:
 async def run(ctx: Context) -> int:
     args = ctx.args
     headers = parse_headers(args.header)
-    if args.key_separator == "":
-        raise UsageError("-K/--key-separator must not be empty")
+    check_key_separator(args.key_separator)  # before waiting for stdin
     if args.file:
         with open(args.file, "rb") as f:
             data, interrupted = f.read(), False

@@ -174,13 +174,19 @@ def test_fenced_cooperative_member_loses_everything() -> None:
     assert g.own_subscription(join).owned_partitions == ()
 
 
-def test_dropped_topic_is_revoked_before_joining_the_rest_kept() -> None:
+def _revoking_a_dropped_topic() -> Group:
+    """A cooperative member holding T0 and u-0, told to revoke u-0 (topic u unsubscribed)."""
     g = Group(assignors=[CooperativeStickyAssignor()], topics={"t": 2, "u": 2})
     g.subs.subscribe(["t", "u"])
     g.join_stable([T0, TP("u", 0)])
     g.subs.subscribe(["t"])
     g.poll()
     assert g.member.drain_events() == [RevokePartitions(frozenset({TP("u", 0)}))]
+    return g
+
+
+def test_dropped_topic_is_revoked_before_joining_the_rest_kept() -> None:
+    g = _revoking_a_dropped_topic()
     assert g.state is MemberState.REVOKING
     g.member.on_revocation_done(g.now)
     assert g.subs.assigned_partitions() == {T0}
@@ -259,12 +265,7 @@ def test_poll_timeout_during_partial_revocation_loses_the_rest_and_refetches_aft
 
 
 def test_poll_timeout_while_revoking_a_dropped_topic_loses_the_kept_partitions() -> None:
-    g = Group(assignors=[CooperativeStickyAssignor()], topics={"t": 2, "u": 2})
-    g.subs.subscribe(["t", "u"])
-    g.join_stable([T0, TP("u", 0)])
-    g.subs.subscribe(["t"])
-    g.poll()
-    assert g.member.drain_events() == [RevokePartitions(frozenset({TP("u", 0)}))]
+    g = _revoking_a_dropped_topic()
     _stop_polling_until_the_poll_interval_expires(g)
     g.member.on_application_poll(g.now)
     g.member.on_revocation_done(g.now)
