@@ -6,7 +6,6 @@ One process on a free 127.0.0.1 port with in-memory storage; start, stop and res
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -16,20 +15,10 @@ from types import TracebackType
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
 from kafkaio.testing._logfile import LogFile
 from kafkaio.testing._probe import api_versions, free_loopback_port
+from kafkaio.testing._process import die_with_parent
 from kafkaio.testing.errors import BrokerStartError
 
-_PR_SET_PDEATHSIG = 1
 _LOG_TAIL_CHARS = 4000
-
-
-def _kill_me_when_parent_dies() -> None:  # runs in the child between fork and exec
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the broker outlives a killed parent
-        pass
 
 
 class TansuBroker:
@@ -186,7 +175,7 @@ class TansuBroker:
             stdin=subprocess.DEVNULL,
             stdout=self._log.file,
             stderr=subprocess.STDOUT,
-            preexec_fn=_kill_me_when_parent_dies if main_thread else None,
+            preexec_fn=die_with_parent() if main_thread else None,
         )
         self._wait_until_ready()
 
