@@ -7,7 +7,7 @@ ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records
 	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py
 ACCEL_STAMP := build/.accel-stamp
 
-.PHONY: install accel accel-clean demo test bench docs lint typecheck clean
+.PHONY: install accel accel-clean kafka-jars demo test bench docs lint typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,10 +32,15 @@ accel: $(ACCEL_STAMP)
 accel-clean:
 	rm -f kafkaio/*/*.so $(ACCEL_STAMP)
 
+# Apache Kafka's jars for the tests, fetched by Maven into ~/.cache/kafkaio (quick when cached;
+# without Java 17+ or Maven it says why and the Apache Kafka tests skip with that reason).
+kafka-jars: $(STAMP)
+	$(PY) -m kafkaio.testing fetch-kafka --if-possible
+
 demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
 
-test: $(ACCEL_STAMP)
+test: $(ACCEL_STAMP) kafka-jars
 	$(PY) -m pytest -q
 
 bench: $(ACCEL_STAMP)
