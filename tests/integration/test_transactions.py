@@ -26,7 +26,7 @@ import anyio
 import pytest
 
 from kafkaio import Consumer, Producer, TopicPartition
-from kafkaio.errors import ProducerFencedError
+from kafkaio.errors import InvalidProducerEpochError, ProducerFencedError
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.producer.errors import TransactionAbortedError
@@ -335,6 +335,12 @@ def test_confluent_kafka_reads_committed_records(tansu_broker: BrokerInfo) -> No
 
 
 async def test_zombie_producer_is_fenced(kafka_broker: BrokerInfo, unique_topic: str) -> None:
+    """The successor's InitProducerId fences the zombie and aborts its open transaction.
+
+    Apache Kafka (as the Java client sees it): the zombie's next produce to a partition of
+    its transaction gets INVALID_PRODUCER_EPOCH, an abortable error; aborting then gets
+    PRODUCER_FENCED, fatal. Tansu answers the produce with PRODUCER_FENCED at once.
+    """
     skip_without_transactions(kafka_broker)
     await kafka_broker.create_topic(unique_topic, 2)
     tid = new_id("zombie")
@@ -347,8 +353,11 @@ async def test_zombie_producer_is_fenced(kafka_broker: BrokerInfo, unique_topic:
                 # the successor's init fenced the zombie and aborted its open transaction
                 async with successor.transaction():
                     await successor.send(unique_topic, b"successor", partition=0)
-                with pytest.raises(ProducerFencedError):
+                with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
                     await zombie.send(unique_topic, b"zombie-2", partition=0)
+                if zombie.transaction_state is TxnState.ABORTABLE_ERROR:
+                    with pytest.raises(ProducerFencedError):
+                        await zombie.abort_transaction()
                 assert zombie.transaction_state is TxnState.FATAL_ERROR
                 with pytest.raises(ProducerFencedError):
                     zombie.begin_transaction()
@@ -357,6 +366,33 @@ async def test_zombie_producer_is_fenced(kafka_broker: BrokerInfo, unique_topic:
     assert committed == [b"successor"]
     assert aborted == [b"zombie-1"]
     assert open_records == 0
+
+
+async def test_close_of_a_fenced_producer_with_an_abortable_transaction_does_not_raise(
+    kafka_broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """close() aborts a transaction left open; when that abort is refused (the producer was
+    fenced meanwhile) close() logs it and finishes, as Java's close() does, instead of
+    raising PRODUCER_FENCED out of ``async with``. On Apache Kafka the zombie's produce gets
+    INVALID_PRODUCER_EPOCH (abortable), so close() has a transaction to abort."""
+    skip_without_transactions(kafka_broker)
+    await kafka_broker.create_topic(unique_topic, 1)
+    tid = new_id("zombie-close")
+    boot = kafka_broker.bootstrap
+    with anyio.fail_after(GUARD):
+        zombie = Producer(boot, transactional_id=tid, linger_ms=1)
+        await zombie.start()
+        zombie.begin_transaction()
+        await zombie.send(unique_topic, b"zombie-1", partition=0)
+        async with Producer(boot, transactional_id=tid, linger_ms=1):
+            pass  # its init fences the zombie
+        with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+            await zombie.send(unique_topic, b"zombie-2", partition=0)
+        await zombie.close()  # must not raise
+    assert zombie.transaction_state is TxnState.FATAL_ERROR
+    if kafka_broker.name == "kafka":
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("aborting the open transaction failed: PRODUCER_FENCED" in m for m in messages)
 
 
 async def test_zombie_is_fenced_on_a_new_partition(tansu_broker: BrokerInfo) -> None:
