@@ -7,7 +7,7 @@ ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records
 	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py
 ACCEL_STAMP := build/.accel-stamp
 
-.PHONY: install accel accel-clean kafka-jars demo test bench docs lint typecheck clean
+.PHONY: install accel accel-clean kafka-jars spark-jars demo test bench docs lint typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,13 +37,19 @@ accel-clean:
 kafka-jars: $(STAMP)
 	$(PY) -m kafkaio.testing fetch-kafka --if-possible
 
+# Spark's own Kafka connector for the installed PySpark (the Spark benchmark and parity tests
+# compare format("kafkaio") with it), fetched by Maven into ~/.cache/kafkaio; skipped with the
+# reason when Java or Maven is missing.
+spark-jars: $(STAMP)
+	$(PY) -m kafkaio.testing fetch-spark-kafka --if-possible
+
 demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
 
-test: $(ACCEL_STAMP) kafka-jars
+test: $(ACCEL_STAMP) kafka-jars spark-jars
 	$(PY) -m pytest -q
 
-bench: $(ACCEL_STAMP)
+bench: $(ACCEL_STAMP) kafka-jars spark-jars
 	$(PY) -m benchmarks
 
 docs: $(STAMP)
