@@ -9,6 +9,7 @@ common shape (one topic, no partition or headers column) takes a loop of plain e
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkaio.errors import KafkaConfigError
+from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer import DeliveryFuture, Producer
 from kafkaio.spark import pool
 from kafkaio.spark.settings import ClientSettings
+from kafkaio.structs import OffsetAndMetadata
+
+log = logging.getLogger("kafkaio.spark")
 
 # (topic, partition, key, value, headers)
 Row = tuple[
@@ -30,6 +35,10 @@ SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
 # The sink's producer defaults where the kafka.* options leave them unset: batches of 64 KiB
 # (Kafka's 16 KiB holds 15 records of 1 KiB, and a batch costs Python far more than Java).
 SINK_DEFAULTS: dict[str, Any] = {"batch_size": 65536}
+# Exactly-once: a task's transaction may last as long as its writing (Kafka's default 60 s
+# would abort a large micro-batch's); the brokers' transaction.max.timeout.ms is 15 min.
+TRANSACTION_DEFAULTS: dict[str, Any] = {"transaction_timeout_ms": 900_000}
+_MARKER = "kafkaio-spark batch {}"
 
 
 @dataclass(slots=True)
@@ -73,14 +82,83 @@ def write_batches(
 ) -> int:
     """Produce every row of `batches`; returns how many records the brokers acknowledged."""
     portal = pool.runtime().portal
-    defaults = {k: v for k, v in SINK_DEFAULTS.items() if k not in settings.options}
-    with portal.wrap_async_context_manager(pool.producer(settings, defaults)) as producer:
+    with portal.wrap_async_context_manager(
+        pool.producer(settings, _defaults(settings, SINK_DEFAULTS))
+    ) as producer:
         sink = _Sink(producer)
         for batch in batches:
             if batch.num_rows:
                 portal.call(sink.send, columns_of(batch, default_topic))
         portal.call(sink.finish)
         return sink.acked
+
+
+def _defaults(settings: ClientSettings, defaults: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in defaults.items() if k not in settings.options}
+
+
+def write_batches_exactly_once(
+    settings: ClientSettings,
+    default_topic: str | None,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    transactional_id: str,
+    batch_id: int,
+) -> int:
+    """Produce every row of `batches` in one transaction of `transactional_id` (one per
+    Spark task partition of the query), committed together with a marker: the group
+    `transactional_id`'s offset batch_id + 1. A task that finds the marker at or past
+    its batch (a micro-batch run again after a failure or a restart) writes nothing. A
+    new producer fences any older one of the same id (a zombie task attempt) and aborts
+    the transaction it left open. Returns the records written (0 when skipped)."""
+    options: dict[str, Any] = {
+        "client_id": "kafkaio-spark",
+        **_defaults(settings, SINK_DEFAULTS | TRANSACTION_DEFAULTS),
+        **settings.producer_options(),
+        "transactional_id": transactional_id,
+    }
+    portal = pool.runtime().portal
+    producer = portal.call(_make_producer, settings.bootstrap_servers, options)
+    with portal.wrap_async_context_manager(producer):  # start() runs init_transactions
+        done = portal.call(_last_batch, settings, transactional_id)
+        if done >= batch_id:
+            skipped = sum(b.num_rows for b in batches)
+            log.info(
+                "micro-batch %d: %s committed its %d rows before (batch %d); not written "
+                "again",
+                batch_id,
+                transactional_id,
+                skipped,
+                done,
+            )
+            return 0
+        sink = _Sink(producer)
+        portal.call(producer.begin_transaction)
+        marker: TopicPartition | None = None
+        for batch in batches:
+            if batch.num_rows:
+                columns = columns_of(batch, default_topic)
+                portal.call(sink.send, columns)
+                if marker is None:
+                    first = columns.topic or next(t for t in columns.topics or () if t)
+                    marker = TopicPartition(first, 0)
+        if marker is None:
+            portal.call(producer.abort_transaction)  # nothing to write, nothing to mark
+            return 0
+        portal.call(sink.commit, marker, transactional_id, batch_id)
+        return sink.acked
+
+
+def _make_producer(bootstrap: str, options: dict[str, Any]) -> Producer:
+    return Producer(bootstrap, **options)
+
+
+async def _last_batch(settings: ClientSettings, group: str) -> int:
+    """The last micro-batch a transactional id committed (-1: none), from its marker."""
+    async with pool.admin(settings) as admin:
+        offsets = await admin.list_group_offsets(group, require_stable=True)
+    found = [c.offset for c in offsets.values() if c.offset is not None and c.error is None]
+    return max(found, default=0) - 1
 
 
 def columns_of(batch: pa.RecordBatch, default_topic: str | None) -> Columns:
@@ -147,6 +225,14 @@ class _Sink:
 
     async def finish(self) -> None:
         await self._producer.flush()
+        self._check(done_only=False)
+
+    async def commit(self, marker: TopicPartition, group: str, batch_id: int) -> None:
+        """Commit the transaction with the batch marker (the group's offset batch_id + 1)."""
+        producer = self._producer
+        offset = OffsetAndMetadata(batch_id + 1, _MARKER.format(batch_id))
+        await producer.send_offsets_to_transaction({marker: offset}, group)
+        await producer.commit_transaction()
         self._check(done_only=False)
 
     def _check(self, *, done_only: bool) -> None:
