@@ -11,19 +11,16 @@ Command line: ``python -m kafkaio.testing fetch-spark-kafka`` (what ``make spark
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 from kafkaio.testing.apache import (
-    _LOG_TAIL_CHARS,
     _file_lock,
     cache_root,
     find_java,
     find_maven,
     java_major_version,
+    maven_copy_dependencies,
 )
 from kafkaio.testing.errors import BrokerStartError
 
@@ -99,41 +96,20 @@ def fetch_connector(version: str | None = None, *, timeout: float = 600.0) -> Pa
     with _file_lock(home / ".lock"):
         if _cached(version):
             return jars
-        mvn = find_maven()
-        if mvn is None:
-            raise BrokerStartError(f"Maven (mvn) not found: it fetches spark-sql-kafka {version}")
-        staging = home / f"jars.partial-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        command = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
-            f"-Dspark.version={version}",
-        ]
         try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, check=False
+            maven_copy_dependencies(
+                POM,
+                jars,
+                {"spark.version": version},
+                expect=f"spark-sql-kafka-0-10_2.13-{version}.jar",
+                what=f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}",
+                timeout=timeout,
             )
-        except subprocess.TimeoutExpired as exc:
-            shutil.rmtree(staging, ignore_errors=True)
+        except BrokerStartError as exc:
             raise BrokerStartError(
-                f"Maven did not fetch spark-sql-kafka {version} within {timeout:.0f} s"
+                f"{exc}\nIs that version on Maven Central? Pin PySpark to a version whose "
+                "Kafka connector is published (Maven Central gets it a while after PyPI)."
             ) from exc
-        if done.returncode != 0 or not (staging / f"spark-sql-kafka-0-10_2.13-{version}.jar").exists():
-            shutil.rmtree(staging, ignore_errors=True)
-            output = (done.stdout + done.stderr)[-_LOG_TAIL_CHARS:]
-            raise BrokerStartError(
-                f"Maven could not fetch org.apache.spark:spark-sql-kafka-0-10_2.13:{version} "
-                f"(exit {done.returncode}); is that version on Maven Central? Pin PySpark "
-                f"to a version whose connector is published:\n{output}"
-            )
-        shutil.rmtree(jars, ignore_errors=True)
-        staging.rename(jars)
         (home / _STAMP).write_text(_stamp_text(version))
     return jars
 

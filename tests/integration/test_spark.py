@@ -53,6 +53,7 @@ from kafkaio.spark.writer import (  # noqa: E402
     check_sink_schema,
 )
 from kafkaio.testing import BrokerInfo  # noqa: E402
+from tests.integration.spark_streams import stream_to_parquet  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -393,24 +394,9 @@ def _stream_once(
 ) -> list[dict[str, Any]]:
     """One availableNow run of topic (a regex with `pattern`) -> parquet; returns the run's
     progress reports."""
-    stream = (
-        spark.readStream.format("kafkaio")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribePattern" if pattern else "subscribe", topic)
-        .option("startingOffsets", "earliest")
+    query = stream_to_parquet(
+        spark, broker.bootstrap, topic, out, checkpoint, pattern=pattern, **options
     )
-    for name, value in options.items():
-        stream = stream.option(name, value)
-    query = (
-        stream.load()
-        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
     assert query.exception() is None, query.exception()
     return [p for p in query.recentProgress if p["numInputRows"] > 0]
 

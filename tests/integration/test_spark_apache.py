@@ -35,6 +35,7 @@ from kafkaio.admin import Admin, OffsetSpec  # noqa: E402
 from kafkaio.spark import register  # noqa: E402
 from kafkaio.testing import BrokerInfo  # noqa: E402
 from kafkaio.testing.java import JavaClients  # noqa: E402
+from tests.integration.spark_streams import stream_to_parquet  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -247,29 +248,8 @@ def test_fail_on_data_loss_after_delete_records(
 def _stream(
     spark: SparkSession, bootstrap: str, topic: str, out: Path, checkpoint: Path, **options: str
 ) -> tuple[int, Any]:
-    reader = (
-        spark.readStream.format("kafkaio")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-    )
-    for name, value in options.items():
-        reader = reader.option(name, value)
-    query = (
-        reader.load()
-        .select("partition", "offset", "value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        query.awaitTermination(180)
-    except Exception:
-        pass  # the query failed: its exception is returned
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    return rows, query.exception()
+    query = stream_to_parquet(spark, bootstrap, topic, out, checkpoint, **options)
+    return sum(p["numInputRows"] for p in query.recentProgress), query.exception()
 
 
 def test_fail_on_data_loss_when_topic_recreated(
