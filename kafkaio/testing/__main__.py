@@ -16,6 +16,7 @@ from kafkaio.testing.apache import (
     jars_cached,
     unavailable_reason,
 )
+from kafkaio.testing.errors import BrokerStartError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,7 +75,11 @@ def _fetch_spark_kafka(if_possible: bool) -> int:
     if reason is not None:
         print(f"Spark's Kafka connector not fetched: {reason}", file=sys.stderr)
         return 0 if if_possible else 1
-    jars = spark_kafka.connector_jars()
+    try:
+        jars = spark_kafka.connector_jars()
+    except BrokerStartError as exc:
+        print(f"Spark's Kafka connector not fetched: {exc}", file=sys.stderr)
+        return 0 if if_possible else 1
     print(f"spark-sql-kafka-0-10 {spark_kafka.pyspark_version()}: {', '.join(map(str, jars))}")
     return 0
 

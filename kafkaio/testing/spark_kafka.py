@@ -34,7 +34,8 @@ __all__ = [
 
 POM = Path(__file__).resolve().parent / "spark_kafka" / "pom.xml"
 _STAMP = "jars.complete"
-_VERSIONED_JAR = re.compile(r"^(?P<name>.+?)-\d[^-]*(?:-[A-Za-z0-9.]+)?\.jar$")
+# name-VERSION.jar, the version digits and dots (a build number may follow: zstd-jni-1.5.7-7)
+_VERSIONED_JAR = re.compile(r"^(?P<name>.+?)-\d[\w.]*(?:-\d+)?\.jar$")
 
 
 def pyspark_version() -> str | None:
