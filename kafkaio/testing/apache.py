@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -221,11 +221,8 @@ def fetch_jars(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
     """
     home = kafka_home(version)
     libs = home / "libs"
-    if jars_cached(version):
-        return libs
-    with _file_lock(home / ".lock"):
-        if jars_cached(version):
-            return libs
+
+    def fetch() -> None:
         maven_copy_dependencies(
             POM,
             libs,
@@ -235,7 +232,19 @@ def fetch_jars(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
             timeout=timeout,
         )
         (home / "libs.complete").write_text(_stamp_text(version))
+
+    fetch_once(home, lambda: jars_cached(version), fetch)
     return libs
+
+
+def fetch_once(home: Path, cached: Callable[[], bool], fetch: Callable[[], None]) -> None:
+    """Run ``fetch`` unless ``cached()``; concurrent callers (other processes too) wait for
+    each other on a lock file in ``home`` and fetch once."""
+    if cached():
+        return
+    with _file_lock(home / ".lock"):
+        if not cached():
+            fetch()
 
 
 def maven_copy_dependencies(

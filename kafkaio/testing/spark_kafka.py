@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 
 from kafkaio.testing.apache import (
-    _file_lock,
     cache_root,
+    fetch_once,
     find_java,
     find_maven,
     java_major_version,
@@ -92,11 +92,9 @@ def fetch_connector(version: str | None = None, *, timeout: float = 600.0) -> Pa
         raise BrokerStartError("PySpark is not installed: pip install 'kafkaio[spark]'")
     home = connector_home(version)
     jars = home / "jars"
-    if _cached(version):
-        return jars
-    with _file_lock(home / ".lock"):
-        if _cached(version):
-            return jars
+
+    def fetch() -> None:
+        assert version is not None
         try:
             maven_copy_dependencies(
                 POM,
@@ -112,6 +110,8 @@ def fetch_connector(version: str | None = None, *, timeout: float = 600.0) -> Pa
                 "Kafka connector is published (Maven Central gets it a while after PyPI)."
             ) from exc
         (home / _STAMP).write_text(_stamp_text(version))
+
+    fetch_once(home, lambda: _cached(version), fetch)
     return jars
 
 

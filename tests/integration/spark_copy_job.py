@@ -13,29 +13,16 @@ Prints "done" when the query ends.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
 
 def main(spec: dict[str, object]) -> None:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
+    from spark_support import start_spark  # this script's directory is on sys.path
 
-    import kafkaio.spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkaio-copy-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    kafkaio.spark.register(spark)
+    spark = start_spark("local[2]", "kafkaio-copy-job", **{"spark.sql.shuffle.partitions": "2"})
     pause = float(str(spec.get("row_sleep_ms", 0))) / 1000
 
     @F.udf(BinaryType())  # type: ignore[misc]

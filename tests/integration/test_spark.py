@@ -5,8 +5,6 @@ with Trigger.AvailableNow and a checkpoint, and the option checks."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,7 @@ from pyspark.sql.types import (  # noqa: E402
 from kafkaio import Consumer, Producer, TopicPartition  # noqa: E402
 from kafkaio.errors import KafkaConfigError  # noqa: E402
 from kafkaio.producer import RecordMetadata  # noqa: E402
-from kafkaio.spark import offsets_json, register  # noqa: E402
+from kafkaio.spark import offsets_json  # noqa: E402
 from kafkaio.spark.offsets import (  # noqa: E402
     OffsetRange,
     pack_ranges,
@@ -53,7 +51,7 @@ from kafkaio.spark.writer import (  # noqa: E402
     check_sink_schema,
 )
 from kafkaio.testing import BrokerInfo  # noqa: E402
-from tests.integration.spark_streams import stream_to_parquet  # noqa: E402
+from tests.integration.spark_support import start_spark, stream_to_parquet  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -63,18 +61,7 @@ TS0 = 1_700_000_000_000  # record timestamps (ms) start here
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkaio-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = start_spark("local[2]", "kafkaio-tests", **{"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
 

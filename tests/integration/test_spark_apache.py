@@ -32,10 +32,13 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from kafkaio import Producer, TopicPartition  # noqa: E402
 from kafkaio.admin import Admin, OffsetSpec  # noqa: E402
-from kafkaio.spark import register  # noqa: E402
 from kafkaio.testing import BrokerInfo  # noqa: E402
 from kafkaio.testing.java import JavaClients  # noqa: E402
-from tests.integration.spark_streams import stream_to_parquet  # noqa: E402
+from tests.integration.spark_support import (  # noqa: E402
+    connector_jars,
+    start_spark,
+    stream_to_parquet,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -45,38 +48,13 @@ TASKS = 4  # its tasks per micro-batch (minPartitions)
 MARKERS = TASKS * 2  # transaction markers per micro-batch: one per task and sink partition
 
 
-def _connector_jars() -> list[str]:
-    from kafkaio.testing import spark_kafka
-
-    if spark_kafka.unavailable_reason() is not None:
-        return []
-    try:
-        return [str(j) for j in spark_kafka.connector_jars()]
-    except Exception:  # Maven could not fetch it: the comparisons skip
-        return []
-
-
 @pytest.fixture(scope="module")
 def cluster_spark() -> Iterator[tuple[SparkSession, bool]]:
     """A Spark application with two executor JVMs (one core, 1 GiB each) and, when Maven
     could fetch it, Spark's own Kafka connector (format("kafka")) for comparisons."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    jars = _connector_jars()
-    builder = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .appName("kafkaio-tests-cluster")
-        .config("spark.ui.enabled", "false")
-        .config("spark.executor.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session, bool(jars)
+    conf = {"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "4"}
+    session = start_spark("local-cluster[2,1,1024]", "kafkaio-tests-cluster", **conf)
+    yield session, bool(connector_jars())
     session.stop()
 
 
