@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 import anyio
 
-from kafkaio import __version__
 from kafkaio.admin import Admin
 from kafkaio.errors import KafkaConfigError, KafkaError
 from kafkaio.net.config import ConnectionConfig
@@ -76,6 +75,19 @@ class Context:
         self.err.flush()
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installation report of kafkaio.about (first line: the version)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from kafkaio.about import installation
+
+        sys.stdout.write("\n".join(installation().lines()) + "\n")
+        parser.exit()
+
+
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     default: Any = None if top else argparse.SUPPRESS
     parser.add_argument(
@@ -115,7 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Produce, consume and administer Kafka from the command line.",
         epilog="Exit codes: 0 ok, 1 Kafka error, 2 usage error, 130 interrupted.",
     )
-    parser.add_argument("--version", action="version", version=f"kafkaio {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="show the version, the record codec, Python and the optional features, and exit",
+    )
     _common(parser, top=True)
     common = argparse.ArgumentParser(add_help=False)
     _common(common, top=False)

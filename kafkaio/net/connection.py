@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import sniffio
 from anyio.streams.tls import TLSStream
 
+from kafkaio.asynclib import running_asyncio
 from kafkaio.errors import (
     KafkaConnectionError,
     KafkaError,
@@ -910,10 +910,7 @@ def _wire_possible(config: ConnectionConfig) -> bool:
     """Plain TCP under asyncio takes the AsyncioWire fast path (unless turned off)."""
     if config.uses_tls or not USE_ASYNCIO_WIRE:
         return False
-    try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
+    return running_asyncio()
 
 
 async def _open_stream(

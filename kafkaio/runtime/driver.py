@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import sniffio
 
+from kafkaio.asynclib import asyncio_callback
 from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
@@ -161,6 +161,12 @@ class NetworkDriver:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            from kafkaio.about import current_backend, installation
+
+            log.debug(
+                "network task starting on %s: %s", current_backend(), installation().summary()
+            )
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self._running = True
@@ -328,25 +334,23 @@ class NetworkDriver:
         (as a cancelled sender task drops its response)."""
         if not self._running:
             return
-        # anyio finds its backend through sniffio, which finds no task here: say it is
-        # asyncio, so handlers may use anyio (events, the clock) as they do in a task
-        token = sniffio.current_async_library_cvar.set("asyncio")
-        try:
-            self._handle(unsent, response, error)
-            for request in self._poll_after_response():
-                if self._send_now(request):
-                    continue
-                self._queue(request)
-                if self._idle:
-                    self._to_task(request)
-                else:
-                    self._deferred.append(request)
-                    self.wakeup()
-        except Exception as exc:  # a manager bug, raised outside the driver's tasks
-            log.exception("polling the request managers failed; stopping the network task")
-            self._crash(exc)
-        finally:
-            sniffio.current_async_library_cvar.reset(token)
+        # anyio may ask sniffio for its backend, which finds no task here: say it is asyncio,
+        # so handlers may use anyio (events, the clock) as they do in a task
+        with asyncio_callback():
+            try:
+                self._handle(unsent, response, error)
+                for request in self._poll_after_response():
+                    if self._send_now(request):
+                        continue
+                    self._queue(request)
+                    if self._idle:
+                        self._to_task(request)
+                    else:
+                        self._deferred.append(request)
+                        self.wakeup()
+            except Exception as exc:  # a manager bug, raised outside the driver's tasks
+                log.exception("polling the request managers failed; stopping the network task")
+                self._crash(exc)
 
     async def _sender_task(self, first: UnsentRequest) -> None:
         """Send requests (and the follow-ups their responses allow) until idle too long."""
