@@ -7,12 +7,13 @@ ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records
 	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py
 ACCEL_STAMP := build/.accel-stamp
 
-.PHONY: install accel accel-clean demo test bench docs lint typecheck clean
+.PHONY: install accel accel-clean demo test bench docs lint typecheck dist wheels-check clean
 
-$(STAMP): pyproject.toml
+# The editable install stays pure Python (KAFKAIO_PURE_PYTHON): `make accel` compiles in place.
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	KAFKAIO_PURE_PYTHON=1 $(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -44,6 +45,16 @@ bench: $(ACCEL_STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
+# sdist and wheel as a release builds them (the wheel compiled with mypyc when a C compiler is
+# here), into dist/
+dist: $(STAMP)
+	$(PY) -m build --outdir dist .
+
+# Build a wheel for every CPython 3.10-3.13 found (pyenv), install each into a fresh venv
+# with no extras and run the unit tests there (see docs/releasing.md)
+wheels-check: $(STAMP)
+	$(PY) tools/check_wheels.py
+
 lint: $(STAMP)
 	$(PY) -m ruff check kafkaio tests benchmarks tools examples
 
@@ -51,4 +62,4 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache kafkaio/*/*.so
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache kafkaio/*/*.so

