@@ -24,7 +24,10 @@ class ConsumerConfig:
 
     Times are milliseconds. ``max_poll_records`` (500, Java's default) caps what one
     getmany() returns; None returns whatever is buffered (which can be the whole prefetch:
-    very large lists cost more in garbage collection than they save in calls). ``fetch_buffer_max_bytes`` caps the bytes of fetched-but-unconsumed data
+    very large lists cost more in garbage collection than they save in calls), but from
+    each fetched chunk at most as many records as its bytes could hold uncompressed (one
+    per 7 bytes): a compressed batch of millions of tiny records comes out over several
+    calls. ``fetch_buffer_max_bytes`` caps the bytes of fetched-but-unconsumed data
     (prefetch); None means 2 x fetch_max_bytes.
     """
 

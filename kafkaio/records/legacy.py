@@ -15,7 +15,7 @@ from kafkaio.errors import CorruptRecordError
 from kafkaio.records.compression import Compression, decompress
 from kafkaio.records.record import Record, RecordTuple
 
-__all__ = ["LegacyRecordBatch", "decode_legacy_batch"]
+__all__ = ["LegacyRecordBatch", "ListCursor", "decode_legacy_batch"]
 
 _PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
@@ -77,11 +77,35 @@ class LegacyRecordBatch:
         """Every record as an ``(offset, timestamp, key, value, headers)`` tuple."""
         return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in self.decoded]
 
+    def cursor(self) -> ListCursor:
+        """A cursor over the records, as ``RecordBatch.cursor`` gives one."""
+        return ListCursor(self.record_tuples())
+
     def __iter__(self) -> Iterator[Record]:
         return iter(self.decoded)
 
     def __len__(self) -> int:
         return len(self.decoded)
+
+
+class ListCursor:
+    """``RecordCursor``'s interface over records decoded already (legacy message sets)."""
+
+    __slots__ = ("_rows", "_pos")
+
+    def __init__(self, rows: list[RecordTuple]) -> None:
+        self._rows = rows
+        self._pos = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self._rows) - self._pos
+
+    def take(self, n: int) -> list[RecordTuple]:
+        """The next ``n`` records (fewer at the end) as tuples."""
+        start = self._pos
+        self._pos = min(len(self._rows), start + max(n, 0))
+        return self._rows[start : self._pos]
 
 
 @dataclass(slots=True)
