@@ -60,6 +60,7 @@ from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.task import ClientTask
 from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 
@@ -184,7 +185,7 @@ class Consumer:
         self._background.on_put = self._notify
         self._driver: NetworkDriver | None = None
         self._connections: ConnectionManager | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._task: ClientTask | None = None
         self._closed = False
         if topics:
             self.subscribe(topics)
@@ -311,11 +312,9 @@ class Consumer:
             io_wait=self._conn_metrics.io_wait if self._registry.enabled else None,
         )
         self._events.set_wakeup(self._driver.wakeup)
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._task_group = tg
+        self._task = ClientTask()
         try:
-            await tg.start(self._driver.run)
+            await self._task.start(self._driver.run)
             timeout = self._config.default_api_timeout_ms / 1000
             with anyio.move_on_after(timeout):
                 await self._driver.wait_for_metadata(0)
@@ -351,10 +350,10 @@ class Consumer:
             self._notify()
             if self._driver is not None:
                 self._driver.stop()
-            tg, self._task_group = self._task_group, None
+            task, self._task = self._task, None
             try:
-                if tg is not None:
-                    await tg.__aexit__(None, None, None)
+                if task is not None:
+                    await task.wait()
             finally:
                 if self._connections is not None:
                     with anyio.CancelScope(shield=True):

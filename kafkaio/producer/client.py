@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -49,6 +49,7 @@ from kafkaio.producer.transactions import TransactionManager, group_metadata_of
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.task import ClientTask
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 log = logging.getLogger("kafkaio.producer")
@@ -228,7 +229,7 @@ class Producer:
         self._state = _State.NEW
         self._driver: NetworkDriver | None = None
         self._connections: ConnectionManager | None = None
-        self._stack: AsyncExitStack | None = None
+        self._task: ClientTask | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -262,9 +263,8 @@ class Producer:
             extra_nodes=None if self._txn is None else self._txn.addresses,
             io_wait=self._conn_metrics.io_wait if enabled else None,
         )
-        self._stack = AsyncExitStack()
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
-        await tg.start(self._run_driver)
+        self._task = ClientTask()
+        await self._task.start(self._run_driver)
         self._state = _State.RUNNING
         try:
             with anyio.move_on_after(self.config.max_block_ms / 1000.0):
@@ -350,8 +350,8 @@ class Producer:
         finally:
             if driver is not None:
                 driver.stop()
-            if self._stack is not None:
-                await self._stack.aclose()
+            if self._task is not None:
+                await self._task.wait()
             if self._connections is not None:
                 await self._connections.close()
             self._state = _State.CLOSED
