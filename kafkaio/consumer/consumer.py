@@ -807,6 +807,7 @@ class Consumer:
             handle = self._commits.commit_sync(event.offsets, event.deadline_ms)
         else:
             handle = self._commits.commit_async(event.offsets, event.deadline_ms)
+        event.error_source = lambda: handle.last_error
 
         def done(h: Any) -> None:
             if h.error is not None:
@@ -825,6 +826,7 @@ class Consumer:
     def _on_fetch_committed(self, event: FetchCommittedEvent, now: float) -> None:
         assert self._commits is not None
         handle = self._commits.fetch_committed(event.partitions, event.deadline_ms)
+        event.error_source = lambda: handle.last_error
 
         def done(h: Any) -> None:
             if h.error is not None:
