@@ -9,7 +9,13 @@ import ssl
 from dataclasses import dataclass, fields
 
 from kafkaio.errors import KafkaConfigError
-from kafkaio.net.sasl import SCRAM_HASHES, TokenProvider
+from kafkaio.net.sasl import (
+    DEFAULT_MAX_SCRAM_ITERATIONS,
+    KAFKA_MIN_SCRAM_ITERATIONS,
+    MAX_SCRAM_ITERATIONS_LIMIT,
+    SCRAM_HASHES,
+    TokenProvider,
+)
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
@@ -45,6 +51,7 @@ class ConnectionConfig:
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = None
     sasl_oauth_token_provider: TokenProvider | None = None
+    sasl_scram_max_iterations: int = DEFAULT_MAX_SCRAM_ITERATIONS
 
     def __post_init__(self) -> None:
         for name, minimum in (
@@ -55,8 +62,14 @@ class ConnectionConfig:
             ("reconnect_backoff_max_ms", 0),
             ("max_in_flight_requests_per_connection", 1),
             ("max_response_size", 1024),
+            ("sasl_scram_max_iterations", KAFKA_MIN_SCRAM_ITERATIONS),
         ):
             _check_int(name, getattr(self, name), minimum)
+        if self.sasl_scram_max_iterations > MAX_SCRAM_ITERATIONS_LIMIT:
+            raise KafkaConfigError(
+                f"sasl_scram_max_iterations must be <= {MAX_SCRAM_ITERATIONS_LIMIT}, got "
+                f"{self.sasl_scram_max_iterations}"
+            )
         for name in ("receive_buffer_bytes", "send_buffer_bytes"):
             value = getattr(self, name)
             if value is not None:
@@ -124,6 +137,15 @@ class ConnectionConfig:
     @property
     def uses_sasl(self) -> bool:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def sends_credentials_in_clear(self) -> bool:
+        """PLAIN's password or OAUTHBEARER's token would cross the network unencrypted
+        (SASL_PLAINTEXT); SCRAM sends neither."""
+        return self.security_protocol == "SASL_PLAINTEXT" and self.sasl_mechanism in (
+            "PLAIN",
+            "OAUTHBEARER",
+        )
 
     def __repr__(self) -> str:
         parts = []
