@@ -16,11 +16,11 @@ from kafkaio.net.sasl import (
     SCRAM_HASHES,
     TokenProvider,
 )
+from kafkaio.redact import masked_repr
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
 _MIB = 1024 * 1024
-_SECRET_FIELDS = frozenset({"sasl_plain_password", "sasl_oauth_token_provider"})
 
 
 @dataclass(slots=True, repr=False)
@@ -148,18 +148,19 @@ class ConnectionConfig:
         )
 
     def __repr__(self) -> str:
-        parts = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in _SECRET_FIELDS and value is not None:
-                parts.append(f"{f.name}='***'")
-            elif f.name == "ssl_context" and value is not None:
-                parts.append(f"ssl_context=<{type(value).__name__}>")
-            else:
-                parts.append(f"{f.name}={value!r}")
-        return f"ConnectionConfig({', '.join(parts)})"
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.ssl_context is not None:
+            values["ssl_context"] = _Shown(f"<{type(self.ssl_context).__name__}>")
+        return masked_repr(self, values)
 
     __str__ = __repr__
+
+
+class _Shown(str):
+    """A string shown as is by repr()."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:

@@ -17,7 +17,6 @@ import pytest
 
 from kafkaio import Consumer, Producer, TopicPartition
 from kafkaio.errors import (
-    KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
