@@ -57,12 +57,13 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ConsumerMetrics, RebalanceTimer
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
 from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
+from kafkaio.validate import check_bool, check_partition, check_topic
 
 log = logging.getLogger("kafkaio.consumer")
 
@@ -106,6 +107,8 @@ class Consumer:
         **options: Any,
     ) -> None:
         options.setdefault("client_id", "kafkaio-consumer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(
             options, CONSUMER_OPTIONS - {"group_id"}, "Consumer"
         )
@@ -556,7 +559,7 @@ class Consumer:
                 f"listener must be a RebalanceListener (got {listener!r}); subclass "
                 "kafkaio.consumer.RebalanceListener and override its methods"
             )
-        names = [topics] if isinstance(topics, str) else list(topics)
+        names = [check_topic(t) for t in ([topics] if isinstance(topics, str) else topics)]
         if pattern is not None:
             if names:
                 raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
@@ -585,7 +588,7 @@ class Consumer:
                 raise KafkaConfigError(
                     f"assign() takes TopicPartition(topic, partition), got {tp!r}"
                 )
-            parts.append(TopicPartition(str(tp[0]), int(tp[1])))
+            parts.append(TopicPartition(check_topic(tp[0]), check_partition(tp[1])))
         self._auto_commit_before_reassign()
         self._subscriptions.assign_from_user(parts)
         self._metadata.set_topics(self._subscriptions.subscription())

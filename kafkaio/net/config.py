@@ -17,6 +17,7 @@ from kafkaio.net.sasl import (
     TokenProvider,
 )
 from kafkaio.redact import masked_repr
+from kafkaio.validate import check_bool
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
@@ -74,6 +75,7 @@ class ConnectionConfig:
             value = getattr(self, name)
             if value is not None:
                 _check_int(name, value, 1024)
+        check_bool("ssl_check_hostname", self.ssl_check_hostname)
         if self.client_id is not None and not isinstance(self.client_id, str):
             raise KafkaConfigError(f"client_id must be a str or None, got {self.client_id!r}")
         self._check_security()

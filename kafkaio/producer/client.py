@@ -33,7 +33,7 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.producer import ProducerMetrics, ProducerRecorder
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
@@ -51,6 +51,7 @@ from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
+from kafkaio.validate import check_bool, check_partition, check_topic
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -148,6 +149,8 @@ class Producer:
         **options: Any,
     ) -> None:
         options.setdefault("client_id", "kafkaio-producer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(options, PRODUCER_OPTIONS, "Producer")
         config = self.config = ProducerConfig.from_options(own, conn_config)
         self._bootstrap = bootstrap_servers
@@ -551,7 +554,7 @@ class Producer:
                     record = changed
             topic, value, key = record.topic, record.value, record.key
             partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
-        _check_record(topic, timestamp_ms)
+        _check_record(topic, partition, timestamp_ms)
         config = self.config
         key_bytes = _serialize(config.key_serializer, key, "key")
         value_bytes = _serialize(config.value_serializer, value, "value")
@@ -918,11 +921,13 @@ class Producer:
                     log.exception("interceptor %r failed in on_acknowledgement", interceptor)
 
 
-def _check_record(topic: Any, timestamp_ms: Any) -> None:
+def _check_record(topic: Any, partition: Any, timestamp_ms: Any) -> None:
     """What the broker cannot take, refused at the call (before, it failed the network
-    task): a topic that is no non-empty str, a timestamp that is no int in 0..2**63-1."""
-    if not isinstance(topic, str) or not topic:
-        raise KafkaConfigError(f"the topic must be a non-empty str, not {topic!r}")
+    task): an illegal topic name (InvalidTopicError, as Java's Topic.validate), a partition
+    that is no int >= 0, a timestamp that is no int in 0..2**63-1."""
+    check_topic(topic)
+    if partition is not None:
+        check_partition(partition)
     if timestamp_ms is not None and (
         not isinstance(timestamp_ms, int)
         or isinstance(timestamp_ms, bool)

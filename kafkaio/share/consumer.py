@@ -32,7 +32,7 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ShareConsumerMetrics
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
@@ -42,6 +42,7 @@ from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutErr
 from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import MemberState, ShareMembershipManager
 from kafkaio.share.record import ShareRecord
+from kafkaio.validate import check_bool, check_topic
 
 log = logging.getLogger("kafkaio.share")
 
@@ -80,12 +81,14 @@ class ShareConsumer:
         if not group_id:
             raise KafkaConfigError("ShareConsumer needs a group_id (the share group's name)")
         options.setdefault("client_id", "kafkaio-share-consumer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(
             options, SHARE_CONSUMER_OPTIONS, "ShareConsumer"
         )
         config = self.config = ShareConsumerConfig.from_options(own)
         self.group_id = group_id
-        self.topics = tuple(sorted(set(topics)))
+        self.topics = tuple(sorted({check_topic(t) for t in topics}))
         self._bootstrap = bootstrap_servers
         self._conn_config = conn_config
         self._explicit = config.acknowledgement_mode == "explicit"
