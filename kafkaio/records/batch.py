@@ -226,7 +226,7 @@ class RecordCursor:
     last record are checked when it is taken.
     """
 
-    __slots__ = ("batch", "data", "end", "error", "pos", "remaining")
+    __slots__ = ("batch", "data", "end", "error", "last_offset", "pos", "remaining")
 
     batch: RecordBatch
     data: bytes
@@ -234,6 +234,7 @@ class RecordCursor:
     end: int
     remaining: int
     error: CorruptRecordError | None
+    last_offset: int
 
     def __init__(self, batch: RecordBatch, data: bytes, pos: int, end: int) -> None:
         count = batch.record_count
@@ -249,6 +250,7 @@ class RecordCursor:
         self.end = end
         self.remaining = count
         self.error = None
+        self.last_offset = batch.base_offset - 1  # of the last record taken
 
     def take(self, n: int) -> list[RecordTuple]:
         """The next ``n`` records (fewer at the end of the batch) as tuples."""
@@ -268,7 +270,9 @@ class RecordCursor:
             return out
         batch = self.batch
         try:
-            pos = _decode_records(self.data, self.pos, self.end, count, batch, as_tuples, out)
+            pos = _decode_records(
+                self.data, self.pos, self.end, count, batch, as_tuples, out, self.last_offset
+            )
             if count == self.remaining and pos != self.end:
                 raise CorruptRecordError(f"{self.end - pos} bytes left over after the last record")
         except (CorruptRecordError, IndexError) as exc:
@@ -287,6 +291,8 @@ class RecordCursor:
             return out
         self.pos = pos
         self.remaining -= count
+        last = out[-1]
+        self.last_offset = last[0] if as_tuples else last.offset
         return out
 
 
@@ -412,10 +418,18 @@ _NO_HEADERS: Final[tuple[Header, ...]] = ()
 
 
 def _decode_records(
-    data: bytes, pos: int, end: int, count: int, batch: RecordBatch, as_tuples: bool, out: list[Any]
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    batch: RecordBatch,
+    as_tuples: bool,
+    out: list[Any],
+    last_offset: int,
 ) -> int:
     """Decode ``count`` records of ``batch`` from ``data[pos:end]`` into ``out``; return the
-    position after the last.
+    position after the last. Offsets must increase, from above ``last_offset`` (the offset
+    of the record before, or the batch's base offset - 1).
 
     Appends Record objects, or (offset, timestamp, key, value, headers) tuples if
     ``as_tuples``. The hot loop: one- and two-byte varints are decoded inline, the record
@@ -468,6 +482,11 @@ def _decode_records(
                 u, pos = decode_uvarint(data, pos)
                 delta = (u >> 1) ^ -(u & 1)
         offset = base_offset + delta
+        if offset <= last_offset:
+            raise CorruptRecordError(
+                f"record offset delta {delta} does not increase (offsets in a batch must)"
+            )
+        last_offset = offset
         # key
         u = data[pos]
         if u < 0x80:

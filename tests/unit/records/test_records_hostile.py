@@ -217,6 +217,25 @@ def test_a_key_that_runs_into_the_next_batch_is_refused() -> None:
         batch.cursor().take(1)
 
 
+def test_offsets_that_do_not_increase_are_corrupt() -> None:
+    # a batch of millions of identical records (offset delta 0 each) came out whole, each
+    # record at the same offset; offsets in a batch increase (compaction leaves gaps only)
+    record = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, offset delta 0, no key or value
+    payload = record * 5
+    header = struct.pack(
+        ">qiibIhiqqqhii", 0, 49 + len(payload), 0, 2, 0, 0, 0, 1000, 1000, -1, -1, -1, 5
+    )
+    raw = bytearray(header + payload)
+    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+    (batch,) = iter_batches(bytes(raw))
+    with pytest.raises(CorruptRecordError, match="does not increase"):
+        batch.records()
+    cursor = batch.cursor()
+    assert [r[0] for r in cursor.take(5)] == [0]  # the good record before the bad one
+    with pytest.raises(CorruptRecordError, match="does not increase"):
+        cursor.take(5)
+
+
 # -- the compiled decoder and the pure-Python one agree ------------------------------------
 
 
