@@ -27,8 +27,10 @@ SECONDS = 6.0
 LZ4_MAGIC_HEADER = 14  # bytes of an lz4 frame header with a content size, before its checksum
 
 
-def _xxh32(data: bytes) -> int:
-    """XXH32 with seed 0 (an lz4 frame header's checksum is its second byte)."""
+def xxh32_short(data: bytes) -> int:
+    """XXH32 (seed 0) of fewer than 16 bytes: an lz4 frame header's checksum is its second
+    byte."""
+    assert len(data) < 16
     p1, p2, p3, p4, p5, mask = 2654435761, 2246822519, 3266489917, 668265263, 374761393, 0xFFFFFFFF
 
     def rotl(x: int, r: int) -> int:
@@ -86,7 +88,7 @@ def poisoned(kind: str) -> bytes:
             )
         )
         struct.pack_into("<Q", frame, 6, 60 << 20)  # the lie
-        frame[LZ4_MAGIC_HEADER] = (_xxh32(bytes(frame[4:LZ4_MAGIC_HEADER])) >> 8) & 0xFF
+        frame[LZ4_MAGIC_HEADER] = (xxh32_short(bytes(frame[4:LZ4_MAGIC_HEADER])) >> 8) & 0xFF
         return _batch(bytes(frame), 3, 1, 0)
     if kind == "zstd-tiny":
         import zstandard

@@ -87,7 +87,13 @@ def test_a_scram_iteration_count_past_the_maximum_is_an_authentication_error() -
     # the event loop for 5 s. Above sasl_scram_max_iterations (16384) the broker is refused.
     async def scenario() -> None:
         async with FakeCluster() as cluster:
-            for iterations in (2**31, 10_000_000, 16385):
+            # within the maximum (16384), PBKDF2 runs and the password-less fake refuses
+            for iterations, refusal in (
+                (2**31, "more than the maximum"),
+                (10_000_000, "more than the maximum"),
+                (16385, "more than the maximum"),
+                (16384, "no such user"),
+            ):
                 cluster.scram_iterations = iterations
                 consumer = Consumer(
                     bootstrap_servers=cluster.bootstrap,
@@ -97,22 +103,9 @@ def test_a_scram_iteration_count_past_the_maximum_is_an_authentication_error() -
                     sasl_plain_password="s3cret",
                     **CONSUMER,
                 )
-                with pytest.raises(SaslAuthenticationFailedError, match="more than the maximum"):
+                with pytest.raises(SaslAuthenticationFailedError, match=refusal):
                     await consumer.start()
                 await consumer.close()  # clean: no ExceptionGroup
-            # within the maximum, PBKDF2 runs and the (password-less) fake refuses the proof
-            cluster.scram_iterations = 16384
-            consumer = Consumer(
-                bootstrap_servers=cluster.bootstrap,
-                security_protocol="SASL_PLAINTEXT",
-                sasl_mechanism="SCRAM-SHA-256",
-                sasl_plain_username="alice",
-                sasl_plain_password="s3cret",
-                **CONSUMER,
-            )
-            with pytest.raises(SaslAuthenticationFailedError, match="no such user"):
-                await consumer.start()
-            await consumer.close()
 
     run(scenario)
 

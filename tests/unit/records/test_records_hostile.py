@@ -27,44 +27,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kafkaio.records.batch
+from benchmarks.bench_hostile import xxh32_short
 from kafkaio.errors import CorruptRecordError
 from kafkaio.records import COMPILED, Compression, compress, decompress, iter_batches
 from kafkaio.records.varint import encode_uvarint, encode_varint
 
 MAX = 2 << 20  # max_size of these tests
 BOMB = 64 << 20  # what the hostile frames really expand to
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """XXH32 (the lz4 frame header checksum is its second byte)."""
-    p1, p2, p3, p4, p5, mask = 2654435761, 2246822519, 3266489917, 668265263, 374761393, 0xFFFFFFFF
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & mask
-
-    n, i = len(data), 0
-    if n >= 16:
-        v = [(seed + p1 + p2) & mask, (seed + p2) & mask, seed, (seed - p1) & mask]
-        while i + 16 <= n:
-            for j in range(4):
-                lane = struct.unpack_from("<I", data, i + 4 * j)[0]
-                v[j] = (rotl((v[j] + lane * p2) & mask, 13) * p1) & mask
-            i += 16
-        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & mask
-    else:
-        h = (seed + p5) & mask
-    h = (h + n) & mask
-    while i + 4 <= n:
-        h = (rotl((h + struct.unpack_from("<I", data, i)[0] * p3) & mask, 17) * p4) & mask
-        i += 4
-    while i < n:
-        h = (rotl((h + data[i] * p5) & mask, 11) * p1) & mask
-        i += 1
-    h ^= h >> 15
-    h = (h * p2) & mask
-    h ^= h >> 13
-    h = (h * p3) & mask
-    return h ^ (h >> 16)
 
 
 def lz4_claiming(claim: int, real: int = BOMB) -> bytes:
@@ -79,7 +48,7 @@ def lz4_claiming(claim: int, real: int = BOMB) -> bytes:
     )
     assert frame[4] & 0x08  # content size present, at bytes 6..13; header checksum at 14
     struct.pack_into("<Q", frame, 6, claim)
-    frame[14] = (xxh32(bytes(frame[4:14])) >> 8) & 0xFF
+    frame[14] = (xxh32_short(bytes(frame[4:14])) >> 8) & 0xFF
     return bytes(frame)
 
 

@@ -6,10 +6,10 @@ import uuid
 from typing import Any
 
 from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.errors import CorruptRecordError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.requests import UnsentRequest
-from kafkaio.errors import CorruptRecordError
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, DeliveryState
 from kafkaio.share.errors import ShareSessionResetError
 from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
