@@ -124,13 +124,7 @@ def test_a_token_provider_that_fails_on_a_later_connection_is_retried(backend: s
 
     async def scenario() -> None:
         async with FakeCluster() as cluster:
-            async with Consumer(
-                bootstrap_servers=cluster.bootstrap,
-                security_protocol="SASL_PLAINTEXT",
-                sasl_mechanism="OAUTHBEARER",
-                sasl_oauth_token_provider=provider,
-                **CONSUMER,
-            ) as consumer:
+            async with oauth_consumer(cluster, provider) as consumer:
                 consumer.assign([TP])
                 assert await consumer.end_offsets([TP], timeout_ms=5000) == {TP: OFFSET}
                 assert len(calls) >= 4 and cluster.authenticated >= 2
@@ -140,40 +134,42 @@ def test_a_token_provider_that_fails_on_a_later_connection_is_retried(backend: s
 
 
 def test_an_authentication_error_on_a_later_connection_is_raised_then_recovered() -> None:
-    # a non-retriable error setting up a connection (here: a broker asking for too many SCRAM
-    # iterations) is raised by the calls that need it; the network task goes on retrying,
-    # and the client works again once the broker behaves
+    # a non-retriable error setting up a connection (here: the token provider refuses) is
+    # raised by the calls that need it; the network task goes on, the connection is tried
+    # again after the backoff, and the client works again once the cause is gone
     async def scenario() -> None:
         async with FakeCluster() as cluster:
-            outcome: dict[str, object] = {}
-            authenticated = threading.Event()
+            refuse = threading.Event()
 
             async def provider() -> str:
-                if authenticated.is_set():
+                if refuse.is_set():
                     raise SaslAuthenticationFailedError("the identity provider refused")
                 return "token"
 
-            async with Consumer(
-                bootstrap_servers=cluster.bootstrap,
-                security_protocol="SASL_PLAINTEXT",
-                sasl_mechanism="OAUTHBEARER",
-                sasl_oauth_token_provider=provider,
-                **CONSUMER,
-            ) as consumer:
-                authenticated.set()  # from now on, connections are refused
+            async with oauth_consumer(cluster, provider) as consumer:
+                refuse.set()  # from now on, new connections are refused
                 consumer.assign([TP])
                 with pytest.raises(KafkaError) as info:
                     await consumer.end_offsets([TP], timeout_ms=1000)
-                outcome["first"] = info.value
+                assert "the identity provider refused" in str(info.value)
                 with pytest.raises(SaslAuthenticationFailedError):
                     await consumer.getmany(timeout_ms=200)
                 assert _driver_alive(consumer)
-                authenticated.clear()  # fixed
+                refuse.clear()  # fixed
                 assert await consumer.end_offsets([TP], timeout_ms=5000) == {TP: OFFSET}
                 assert await consumer.getmany(timeout_ms=50) == {}
-            assert "the identity provider refused" in str(outcome["first"])
 
     run(scenario)
+
+
+def oauth_consumer(cluster: FakeCluster, provider: Callable[[], Awaitable[str]]) -> Consumer:
+    return Consumer(
+        bootstrap_servers=cluster.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=provider,
+        **CONSUMER,
+    )
 
 
 class HttpServer(LoopbackServer):
