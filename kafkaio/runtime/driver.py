@@ -98,8 +98,9 @@ class NetworkDriver:
         self._running = False
         self._fatal: BaseException | None = None
         # the last connection set-up error retrying cannot fix (credentials refused, a TLS
-        # certificate rejected): application calls raise it until a connection succeeds
+        # certificate rejected): the next application call raises it (once)
         self._setup_error: KafkaError | None = None
+        self._logged_setup_error = ""  # logged at ERROR once, until the cause changes
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
         # requests a loop callback could neither write nor hand to an idle sender task (a
@@ -135,8 +136,8 @@ class NetworkDriver:
 
     @property
     def setup_error(self) -> KafkaError | None:
-        """The last connection set-up error that retrying cannot fix, until a connection
-        is made again (then None)."""
+        """The last connection set-up error that retrying cannot fix, until an application
+        call raised it or a connection was made (then None)."""
         return self._setup_error
 
     def check(self) -> None:
@@ -417,6 +418,7 @@ class NetworkDriver:
                     self._fail_setup(exc)
                 raise
             self._setup_error = None  # connected (or connected before): callers may go on
+            self._logged_setup_error = ""
             queued = False
             self._dequeue(unsent)  # no yield from here until it is in the connection's line
             version = self._version(conn, unsent)
@@ -472,7 +474,8 @@ class NetworkDriver:
         raise ``error`` now rather than time out. The network task goes on (connections are
         retried after the reconnect backoff), so the client works again once the cause is
         fixed, as Java's clients do."""
-        if self._setup_error is None or str(self._setup_error) != str(error):
+        if str(error) != self._logged_setup_error:
+            self._logged_setup_error = str(error)
             log.error("kafkaio cannot connect: %s", error)
         self._setup_error = error
         event, self._metadata_event = self._metadata_event, anyio.Event()
