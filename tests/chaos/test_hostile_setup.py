@@ -22,6 +22,7 @@ from kafkaio.errors import (
     KafkaTimeoutError,
     SaslAuthenticationFailedError,
 )
+from kafkaio.integrations import ConsumerRunner
 from tests.chaos._fake_cluster import OFFSET, FakeCluster
 from tests.leaks._silent_broker import TOPIC, SilentBroker
 from tests.unit.net._fake_broker import LoopbackServer
@@ -206,7 +207,7 @@ def test_a_bootstrap_server_that_speaks_http_is_named_at_once(client: str) -> No
     run(scenario)
 
 
-@pytest.mark.parametrize("make", ["producer", "consumer"])
+@pytest.mark.parametrize("make", ["producer", "consumer", "runner"])
 @pytest.mark.parametrize("delay", [0, 0.001, 0.05])
 def test_close_under_a_cancel_scope_is_clean(make: str, delay: float) -> None:
     # close() inside anyio.move_on_after raised RuntimeError (a task group entered by start()
@@ -216,8 +217,16 @@ def test_close_under_a_cancel_scope_is_clean(make: str, delay: float) -> None:
             if make == "producer":
                 options = {k: v for k, v in FAST.items() if k != "default_api_timeout_ms"}
                 client: Any = Producer(broker.bootstrap, **options)
-            else:
+            elif make == "consumer":
                 client = Consumer(bootstrap_servers=broker.bootstrap, **CONSUMER)
+            else:
+                consumer = Consumer(bootstrap_servers=broker.bootstrap, **CONSUMER)
+                runner = ConsumerRunner(consumer, lambda record: None)
+                await runner.start()
+                with anyio.move_on_after(delay):
+                    await runner.stop()
+                await runner.stop()
+                return
             await client.start()
             with anyio.move_on_after(delay):
                 await client.close()
