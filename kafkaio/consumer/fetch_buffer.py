@@ -24,7 +24,7 @@ from kafkaio.errors import CorruptRecordError, KafkaError, RecordDeserialization
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.records import LegacyRecordBatch, RecordBatch, iter_batches
 from kafkaio.records.batch import MIN_RECORD_SIZE, RecordCursor
-from kafkaio.records.legacy import ListCursor
+from kafkaio.records.legacy import LegacyCursor, ListCursor
 from kafkaio.records.record import ControlRecordType, RecordTuple
 
 Batch = RecordBatch | LegacyRecordBatch
@@ -92,7 +92,9 @@ class CompletedFetch:
     last_epoch: int | None = field(default=None, init=False)
     exhausted: bool = field(default=False, init=False)
     _batches: Iterator[Batch] | None = field(default=None, init=False, repr=False)
-    _cursor: RecordCursor | ListCursor | None = field(default=None, init=False, repr=False)
+    _cursor: RecordCursor | ListCursor | LegacyCursor | None = field(
+        default=None, init=False, repr=False
+    )
     _current: list[RecordTuple] = field(default_factory=list, init=False, repr=False)
     _index: int = field(default=0, init=False, repr=False)
     _batch_next: int = field(default=0, init=False, repr=False)

@@ -358,4 +358,4 @@ def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byt
         if not decompressor.eof:
             raise CorruptRecordError("gzip stream is truncated")
         remaining = decompressor.unused_data  # concatenated gzip members
-    return b"".join(parts)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
