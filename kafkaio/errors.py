@@ -88,6 +88,14 @@ class SslAuthenticationError(KafkaConnectionError):
     retriable = False
 
 
+class NotKafkaPeerError(KafkaConnectionError, KafkaProtocolError):
+    """The peer answered the first request, but not in the Kafka protocol: an HTTP server, a
+    TLS listener reached without TLS, another service on the port. Retrying cannot fix it,
+    so clients stop at once; check bootstrap_servers (the port) and security_protocol."""
+
+    retriable = False
+
+
 class ClientClosedError(KafkaConnectionError):
     """The client (its connection manager) is closed: no request can be sent any more, and
     retrying does not help. Create a new client."""

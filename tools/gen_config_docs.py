@@ -200,6 +200,13 @@ CONNECTION: dict[str, OptionDoc] = {
         "`sasl_oauth_token_provider` (an object with `async token()`)",
         type="Callable[[], str | Awaitable[str]] | None",
     ),
+    "sasl_scram_max_iterations": OptionDoc(
+        "Most PBKDF2 iterations a broker's SCRAM challenge may ask for; more fails the login "
+        "with `SaslAuthenticationFailedError` (each iteration costs CPU time; Kafka stores "
+        "credentials with 4096 to 16384).",
+        "— (Kafka's ScramMechanism maximum, 16384)",
+        "—",
+    ),
 }
 
 PRODUCER: dict[str, OptionDoc] = {
@@ -323,8 +330,10 @@ CONSUMER: dict[str, OptionDoc] = {
     ),
     "max_poll_records": OptionDoc(
         "Most records one `getmany()` returns (None: whatever is buffered, which can be the "
-        "whole prefetch; huge lists cost more in garbage collection than they save); "
-        "`getone()` and `async for` collect at most min(this, 500) at a time.",
+        "whole prefetch; huge lists cost more in garbage collection than they save; from "
+        "each fetched chunk at most one record per 7 bytes of it, so compression cannot "
+        "multiply the records of one call); `getone()` and `async for` collect at most "
+        "min(this, 500) at a time.",
         "`max.poll.records`",
         "`max_poll_records`",
     ),

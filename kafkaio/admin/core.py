@@ -30,7 +30,7 @@ from kafkaio.errors import (
 )
 from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.net.connection import Connection
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.protocol import messages as m
 
 log = logging.getLogger("kafkaio.admin")
@@ -83,6 +83,7 @@ class AdminCore:
 
     def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
         options.setdefault("client_id", "kafkaio-admin")
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(options, ADMIN_OPTIONS, "Admin")
         self._timeout_ms = float(own.get("default_api_timeout_ms", 60_000))
         if self._timeout_ms <= 0:

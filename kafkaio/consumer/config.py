@@ -13,6 +13,7 @@ from kafkaio.consumer.group.assignors import ConsumerPartitionAssignor, assignor
 from kafkaio.consumer.record import identity
 from kafkaio.consumer.subscription import OffsetResetStrategy
 from kafkaio.errors import KafkaConfigError
+from kafkaio.validate import check_bool
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 GROUP_PROTOCOLS = ("classic", "consumer")
@@ -24,7 +25,10 @@ class ConsumerConfig:
 
     Times are milliseconds. ``max_poll_records`` (500, Java's default) caps what one
     getmany() returns; None returns whatever is buffered (which can be the whole prefetch:
-    very large lists cost more in garbage collection than they save in calls). ``fetch_buffer_max_bytes`` caps the bytes of fetched-but-unconsumed data
+    very large lists cost more in garbage collection than they save in calls), but from
+    each fetched chunk at most as many records as its bytes could hold uncompressed (one
+    per 7 bytes): a compressed batch of millions of tiny records comes out over several
+    calls. ``fetch_buffer_max_bytes`` caps the bytes of fetched-but-unconsumed data
     (prefetch); None means 2 x fetch_max_bytes.
     """
 
@@ -82,6 +86,13 @@ class ConsumerConfig:
         for name in ("max_poll_records", "fetch_buffer_max_bytes", "rebalance_timeout_ms"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
+        for name in (
+            "check_crcs",
+            "exclude_internal_topics",
+            "allow_auto_create_topics",
+            "enable_auto_commit",
+        ):
+            check_bool(name, getattr(self, name))
         OffsetResetStrategy.parse(self.auto_offset_reset)
         if self.isolation_level not in ISOLATION_LEVELS:
             raise KafkaConfigError(

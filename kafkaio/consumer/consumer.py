@@ -57,11 +57,13 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ConsumerMetrics, RebalanceTimer
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.task import ClientTask
 from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
+from kafkaio.validate import check_bool, check_partition, check_topic
 
 log = logging.getLogger("kafkaio.consumer")
 
@@ -105,6 +107,8 @@ class Consumer:
         **options: Any,
     ) -> None:
         options.setdefault("client_id", "kafkaio-consumer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(
             options, CONSUMER_OPTIONS - {"group_id"}, "Consumer"
         )
@@ -184,7 +188,7 @@ class Consumer:
         self._background.on_put = self._notify
         self._driver: NetworkDriver | None = None
         self._connections: ConnectionManager | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._task: ClientTask | None = None
         self._closed = False
         if topics:
             self.subscribe(topics)
@@ -311,11 +315,9 @@ class Consumer:
             io_wait=self._conn_metrics.io_wait if self._registry.enabled else None,
         )
         self._events.set_wakeup(self._driver.wakeup)
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._task_group = tg
+        self._task = ClientTask()
         try:
-            await tg.start(self._driver.run)
+            await self._task.start(self._driver.run)
             timeout = self._config.default_api_timeout_ms / 1000
             with anyio.move_on_after(timeout):
                 await self._driver.wait_for_metadata(0)
@@ -351,10 +353,10 @@ class Consumer:
             self._notify()
             if self._driver is not None:
                 self._driver.stop()
-            tg, self._task_group = self._task_group, None
+            task, self._task = self._task, None
             try:
-                if tg is not None:
-                    await tg.__aexit__(None, None, None)
+                if task is not None:
+                    await task.wait()
             finally:
                 if self._connections is not None:
                     with anyio.CancelScope(shield=True):
@@ -557,7 +559,7 @@ class Consumer:
                 f"listener must be a RebalanceListener (got {listener!r}); subclass "
                 "kafkaio.consumer.RebalanceListener and override its methods"
             )
-        names = [topics] if isinstance(topics, str) else list(topics)
+        names = [check_topic(t) for t in ([topics] if isinstance(topics, str) else topics)]
         if pattern is not None:
             if names:
                 raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
@@ -586,7 +588,7 @@ class Consumer:
                 raise KafkaConfigError(
                     f"assign() takes TopicPartition(topic, partition), got {tp!r}"
                 )
-            parts.append(TopicPartition(str(tp[0]), int(tp[1])))
+            parts.append(TopicPartition(check_topic(tp[0]), check_partition(tp[1])))
         self._auto_commit_before_reassign()
         self._subscriptions.assign_from_user(parts)
         self._metadata.set_topics(self._subscriptions.subscription())
@@ -808,6 +810,7 @@ class Consumer:
             handle = self._commits.commit_sync(event.offsets, event.deadline_ms)
         else:
             handle = self._commits.commit_async(event.offsets, event.deadline_ms)
+        event.error_source = lambda: handle.last_error
 
         def done(h: Any) -> None:
             if h.error is not None:
@@ -826,6 +829,7 @@ class Consumer:
     def _on_fetch_committed(self, event: FetchCommittedEvent, now: float) -> None:
         assert self._commits is not None
         handle = self._commits.fetch_committed(event.partitions, event.deadline_ms)
+        event.error_source = lambda: handle.last_error
 
         def done(h: Any) -> None:
             if h.error is not None:

@@ -35,6 +35,26 @@ class ApplicationEvent(Generic[T]):
     _result: Any = field(default=_PENDING, init=False, repr=False)
     _error: BaseException | None = field(default=None, init=False, repr=False)
     _waiter: anyio.Event | None = field(default=None, init=False, repr=False)
+    # why the event is not done yet: the last error of an attempt that is being retried
+    # (`note_error`), or where a manager keeps it (`error_source`); a timeout carries it
+    _last_error: BaseException | None = field(default=None, init=False, repr=False)
+    error_source: Callable[[], BaseException | None] | None = field(
+        default=None, init=False, repr=False
+    )
+
+    def note_error(self, error: BaseException | None) -> None:
+        """Remember the error of an attempt that will be retried (for the timeout)."""
+        if error is not None:
+            self._last_error = error
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last error seen while working on the event, if any."""
+        if self.error_source is not None:
+            error = self.error_source()
+            if error is not None:
+                return error
+        return self._last_error
 
     @property
     def done(self) -> bool:
@@ -70,14 +90,24 @@ class ApplicationEvent(Generic[T]):
                 await self._waiter.wait()
             if not self.done:
                 self.fail(
-                    KafkaTimeoutError(
-                        f"{type(self).__name__} did not complete within {timeout_s:g} s"
+                    timeout_error(
+                        self, f"{type(self).__name__} did not complete within {timeout_s:g} s"
                     )
                 )
         return self.result()
 
     def describe(self) -> str:
         return type(self).__name__
+
+
+def timeout_error(event: ApplicationEvent[Any], message: str) -> KafkaTimeoutError:
+    """KafkaTimeoutError(`message`) naming the event's last error (also its ``__cause__``)."""
+    cause = event.last_error
+    if cause is not None:
+        message = f"{message} (last error: {cause})"
+    error = KafkaTimeoutError(message)
+    error.__cause__ = cause
+    return error
 
 
 # -- the events this package defines (the group managers add their own) --------------------

@@ -258,6 +258,7 @@ class OffsetsManager:
                 return
             if isinstance(error, KafkaError) and type(error).invalid_metadata:
                 self._metadata.request_update()
+            query.event.note_error(error)
             query.retry_at[tp] = now + self._backoff.delay_ms(query.attempts)
             query.attempts += 1
 

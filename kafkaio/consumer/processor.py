@@ -10,7 +10,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue, earliest_deadline
+from kafkaio.consumer.events import (
+    ApplicationEvent,
+    ApplicationEventQueue,
+    earliest_deadline,
+    timeout_error,
+)
 from kafkaio.errors import KafkaError, KafkaTimeoutError
 from kafkaio.runtime.requests import PollResult
 
@@ -75,7 +80,8 @@ class ApplicationEventProcessor:
 
 
 def _timeout(event: ApplicationEvent[Any]) -> KafkaTimeoutError:
-    return KafkaTimeoutError(
+    return timeout_error(
+        event,
         f"{event.describe()} did not complete before its deadline; the brokers may be "
-        "unreachable or slow: check them, or pass a longer timeout"
+        "unreachable or slow: check them, or pass a longer timeout",
     )

@@ -21,6 +21,7 @@ from kafkaio.backoff import ExponentialBackoff
 from kafkaio.consumer import Consumer, ConsumerRecord
 from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.runtime.task import ClientTask
 
 log = logging.getLogger("kafkaio.integrations")
 
@@ -108,7 +109,7 @@ class ConsumerRunner:
         self._stop_on_error = stop_on_error
         self._commit_on_stop = commit_on_stop
         self._backoff = backoff or ExponentialBackoff(100, 10_000)
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._task: ClientTask | None = None
         self._poll_scope: anyio.CancelScope | None = None
         self._state = RunnerState.NEW
         self._handled = 0
@@ -145,10 +146,8 @@ class ConsumerRunner:
         if self._state is not RunnerState.NEW:
             raise KafkaError("a ConsumerRunner starts once; make a new one")
         await self._consumer.start()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._task_group = tg
-        await tg.start(self._run)
+        self._task = ClientTask()  # a task of its own: stop() may run in another task
+        await self._task.start(self._run)
 
     async def stop(self) -> None:
         """Stop polling, wait for the running handler, commit, close the consumer."""
@@ -158,15 +157,13 @@ class ConsumerRunner:
         self._state = RunnerState.STOPPING
         if self._poll_scope is not None:
             self._poll_scope.cancel()
-        tg, self._task_group = self._task_group, None
+        task, self._task = self._task, None
         try:
-            if tg is not None:
-                await tg.__aexit__(None, None, None)
+            if task is not None:
+                await task.wait()
             with anyio.CancelScope(shield=True):
                 await self._commit()
         finally:
-            # not in a shielded scope: close() exits the consumer's own task group, which
-            # must be the innermost scope of this task
             await self._consumer.close()
             self._state = RunnerState.FAILED if failed else RunnerState.STOPPED
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 from anyio.streams.tls import TLSStream
 
 from kafkaio.asynclib import running_asyncio
@@ -29,6 +30,7 @@ from kafkaio.errors import (
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    NotKafkaPeerError,
     SaslAuthenticationFailedError,
     SslAuthenticationError,
     UnsupportedVersionError,
@@ -234,6 +236,7 @@ class Connection:
         (or another broker error) when authentication is refused.
         """
         who = describe_node(host, port, node_id)
+        _check_address(host, port, who)
         timeout = config.connect_timeout_ms / 1000
         conn: Connection | None = None
         try:
@@ -252,6 +255,17 @@ class Connection:
                 "check that the broker is up and reachable and that security_protocol matches "
                 "its listener"
             ) from None
+        except KafkaError:
+            if conn is not None:
+                await conn._shutdown(None, log_close=False)
+            raise
+        except Exception as exc:  # any other failure of the setup is one of this connection
+            if conn is not None:
+                await conn._shutdown(None, log_close=False)
+            raise KafkaConnectionError(
+                f"could not set up the connection to {who}: {_text(exc)}; it is retried "
+                "after a backoff"
+            ) from exc
         except BaseException:
             if conn is not None:
                 await conn._shutdown(None, log_close=False)
@@ -273,7 +287,17 @@ class Connection:
         )
         version = ApiVersionsRequest.MAX_STABLE_VERSION
         while True:
-            response = await self.send(request, version=version)
+            try:
+                response = await self.send(request, version=version)
+            except KafkaConnectionError as exc:
+                reason = self._close_reason
+                if isinstance(reason, KafkaProtocolError):  # the first answer was not Kafka
+                    raise NotKafkaPeerError(
+                        f"{self} does not speak the Kafka protocol: its answer to ApiVersions "
+                        f"is not a Kafka response ({reason}); check bootstrap_servers (the "
+                        "port) and security_protocol"
+                    ) from exc
+                raise
             if response.error_code == _UNSUPPORTED_VERSION and version > 0:
                 theirs = [k.max_version for k in response.api_keys if k.api_key == 18]
                 fallback = min(theirs[0] if theirs else 0, version - 1)
@@ -333,7 +357,7 @@ class Connection:
                     detail or None, node=self.node_id, mechanism=mechanism_name
                 )
             try:
-                token = mechanism.step(response.auth_bytes)
+                token = await _sasl_step(mechanism, response.auth_bytes)
             except SaslAuthenticationFailedError as exc:
                 raise SaslAuthenticationFailedError(
                     exc.message, node=self.node_id, address=f"{self.host}:{self.port}"
@@ -346,9 +370,18 @@ class Connection:
         if name == "OAUTHBEARER":
             provider = config.sasl_oauth_token_provider
             assert provider is not None  # checked by ConnectionConfig
-            token = provider()
-            if inspect.isawaitable(token):
-                token = await token
+            try:
+                token = provider()
+                if inspect.isawaitable(token):
+                    token = await token
+            except KafkaError:
+                raise
+            except Exception as exc:  # e.g. the identity provider's HTTP endpoint failed
+                raise KafkaConnectionError(
+                    f"the sasl_oauth_token_provider raised {_text(exc)} while connecting to "
+                    f"{self}; the connection is retried after a backoff (raise a KafkaError "
+                    "from the provider to fail callers at once instead)"
+                ) from exc
             if not isinstance(token, str):
                 raise KafkaError(
                     f"sasl_oauth_token_provider returned {type(token).__name__}, not a str token"
@@ -358,7 +391,9 @@ class Connection:
         password = config.sasl_plain_password or ""
         if name == "PLAIN":
             return PlainMechanism(username, password)
-        return ScramMechanism(name, username, password)
+        return ScramMechanism(
+            name, username, password, max_iterations=config.sasl_scram_max_iterations
+        )
 
     # -- versions -----------------------------------------------------------------------
 
@@ -866,9 +901,35 @@ async def _acquire(resource: anyio.Lock | anyio.Semaphore) -> None:
         await resource.acquire()
 
 
+async def _sasl_step(mechanism: SaslMechanism, challenge: bytes) -> bytes | None:
+    """``mechanism.step(challenge)``, with SCRAM's PBKDF2 run in a worker thread: thousands of
+    iterations take milliseconds, and the event loop keeps serving other connections."""
+    if isinstance(mechanism, ScramMechanism) and mechanism.awaits_server_first:
+        first = mechanism.server_first(challenge)
+        salted = await anyio.to_thread.run_sync(mechanism.salted_password, first)
+        return mechanism.client_final(first, salted)
+    return mechanism.step(challenge)
+
+
 def describe_node(host: str, port: int, node_id: int | None) -> str:
+    if not isinstance(host, str) or not host.isprintable():  # metadata may carry anything
+        host = repr(host)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return f"node {node_id} ({address})" if node_id is not None else f"broker {address}"
+
+
+def _check_address(host: object, port: object, who: str) -> None:
+    """Refuse an address no socket can reach (a broker's metadata may carry any value)."""
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise KafkaConnectionError(
+            f"cannot connect to {who}: port {port!r} is not in 1-65535; check "
+            "bootstrap_servers and the brokers' advertised listeners"
+        )
+    if not isinstance(host, str) or not host or "\x00" in host or not host.isprintable():
+        raise KafkaConnectionError(
+            f"cannot connect to {who}: host {host!r} is not a valid host name; check "
+            "bootstrap_servers and the brokers' advertised listeners"
+        )
 
 
 def _text(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -33,7 +33,7 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.producer import ProducerMetrics, ProducerRecorder
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
@@ -49,7 +49,9 @@ from kafkaio.producer.transactions import TransactionManager, group_metadata_of
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.task import ClientTask
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
+from kafkaio.validate import check_bool, check_partition, check_topic
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -147,6 +149,8 @@ class Producer:
         **options: Any,
     ) -> None:
         options.setdefault("client_id", "kafkaio-producer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(options, PRODUCER_OPTIONS, "Producer")
         config = self.config = ProducerConfig.from_options(own, conn_config)
         self._bootstrap = bootstrap_servers
@@ -228,7 +232,7 @@ class Producer:
         self._state = _State.NEW
         self._driver: NetworkDriver | None = None
         self._connections: ConnectionManager | None = None
-        self._stack: AsyncExitStack | None = None
+        self._task: ClientTask | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -262,9 +266,8 @@ class Producer:
             extra_nodes=None if self._txn is None else self._txn.addresses,
             io_wait=self._conn_metrics.io_wait if enabled else None,
         )
-        self._stack = AsyncExitStack()
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
-        await tg.start(self._run_driver)
+        self._task = ClientTask()
+        await self._task.start(self._run_driver)
         self._state = _State.RUNNING
         try:
             with anyio.move_on_after(self.config.max_block_ms / 1000.0):
@@ -350,8 +353,8 @@ class Producer:
         finally:
             if driver is not None:
                 driver.stop()
-            if self._stack is not None:
-                await self._stack.aclose()
+            if self._task is not None:
+                await self._task.wait()
             if self._connections is not None:
                 await self._connections.close()
             self._state = _State.CLOSED
@@ -551,7 +554,7 @@ class Producer:
                     record = changed
             topic, value, key = record.topic, record.value, record.key
             partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
-        _check_record(topic, timestamp_ms)
+        _check_record(topic, partition, timestamp_ms)
         config = self.config
         key_bytes = _serialize(config.key_serializer, key, "key")
         value_bytes = _serialize(config.value_serializer, value, "value")
@@ -918,11 +921,13 @@ class Producer:
                     log.exception("interceptor %r failed in on_acknowledgement", interceptor)
 
 
-def _check_record(topic: Any, timestamp_ms: Any) -> None:
+def _check_record(topic: Any, partition: Any, timestamp_ms: Any) -> None:
     """What the broker cannot take, refused at the call (before, it failed the network
-    task): a topic that is no non-empty str, a timestamp that is no int in 0..2**63-1."""
-    if not isinstance(topic, str) or not topic:
-        raise KafkaConfigError(f"the topic must be a non-empty str, not {topic!r}")
+    task): an illegal topic name (InvalidTopicError, as Java's Topic.validate), a partition
+    that is no int >= 0, a timestamp that is no int in 0..2**63-1."""
+    check_topic(topic)
+    if partition is not None:
+        check_partition(partition)
     if timestamp_ms is not None and (
         not isinstance(timestamp_ms, int)
         or isinstance(timestamp_ms, bool)

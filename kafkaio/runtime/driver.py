@@ -7,6 +7,7 @@ a response, a failure or an application event wakes it (`wakeup`).
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import math
@@ -96,6 +97,10 @@ class NetworkDriver:
         self._stopping = False
         self._running = False
         self._fatal: BaseException | None = None
+        # the last connection set-up error retrying cannot fix (credentials refused, a TLS
+        # certificate rejected): the next application call raises it (once)
+        self._setup_error: KafkaError | None = None
+        self._logged_setup_error = ""  # logged at ERROR once, until the cause changes
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
         # requests a loop callback could neither write nor hand to an idle sender task (a
@@ -129,8 +134,21 @@ class NetworkDriver:
         """The error that stopped the driver, if one did."""
         return self._fatal
 
+    @property
+    def setup_error(self) -> KafkaError | None:
+        """The last connection set-up error that retrying cannot fix, until an application
+        call raised it or a connection was made (then None)."""
+        return self._setup_error
+
     def check(self) -> None:
-        """Raise if the driver is not running (for application-side calls)."""
+        """Raise if the driver is not running (for application-side calls), or (once) the
+        error that kept it from connecting (SaslAuthenticationFailedError,
+        SslAuthenticationError...): the network task goes on, and the connection is tried
+        again after a backoff when a call needs it, as Java's clients do."""
+        error = self._setup_error
+        if error is not None and self._fatal is None and self._running:
+            self._setup_error = None  # raised once, as Java's clients do: the next call retries
+            raise _copy_error(error)
         if self._fatal is not None:
             raise DriverStoppedError(f"the client's network task failed: {self._fatal!r}") from (
                 self._fatal
@@ -153,6 +171,8 @@ class NetworkDriver:
         while self.metadata.version <= newer_than:
             if isinstance(self._fatal, KafkaError):
                 raise self._fatal
+            if self._setup_error is not None:
+                raise _copy_error(self._setup_error)
             self.check()
             await self._metadata_event.wait()
 
@@ -323,7 +343,7 @@ class NetworkDriver:
                 functools.partial(self._on_response, unsent),
                 on_read=unsent.handle_on_read,
             )
-        except KafkaError:
+        except Exception:
             return False  # e.g. a field this version cannot carry: the task path reports it
 
     def _on_response(
@@ -401,6 +421,8 @@ class NetworkDriver:
                 if not exc.retriable:
                     self._fail_setup(exc)
                 raise
+            self._setup_error = None  # connected (or connected before): callers may go on
+            self._logged_setup_error = ""
             queued = False
             self._dequeue(unsent)  # no yield from here until it is in the connection's line
             version = self._version(conn, unsent)
@@ -411,6 +433,11 @@ class NetworkDriver:
                 await conn.send_no_response(unsent.request, version=version)
         except KafkaError as exc:
             error = exc
+        except Exception as exc:  # e.g. a value the request's encoding cannot carry
+            error = KafkaError(
+                f"{type(unsent.request).__name__} could not be sent: {type(exc).__name__}: {exc}"
+            )
+            error.__cause__ = exc
         finally:
             if queued:
                 self._dequeue(unsent)
@@ -447,10 +474,22 @@ class NetworkDriver:
 
     def _fail_setup(self, error: KafkaError) -> None:
         """A connection could not be set up for a reason retrying cannot fix (the brokers
-        refused the credentials, no common SASL mechanism, ...): stop, and make every
-        waiter see ``error`` now rather than time out."""
-        if self._fatal is None:
-            log.error("kafkaio network task stopped: %s", error)
-            self._fatal = error
-        self._stopping = True
+        refused the credentials, a TLS certificate was rejected, ...): application calls
+        raise ``error`` now rather than time out. The network task goes on (connections are
+        retried after the reconnect backoff), so the client works again once the cause is
+        fixed, as Java's clients do."""
+        if str(error) != self._logged_setup_error:
+            self._logged_setup_error = str(error)
+            log.error("kafkaio cannot connect: %s", error)
+        self._setup_error = error
+        event, self._metadata_event = self._metadata_event, anyio.Event()
+        event.set()  # start() waiting for metadata raises it
         self.wakeup()
+
+
+def _copy_error(error: KafkaError) -> KafkaError:
+    """A copy of `error` to raise (each raise gets its own traceback)."""
+    clone = copy.copy(error)
+    clone.__cause__ = error.__cause__
+    clone.__traceback__ = None
+    return clone

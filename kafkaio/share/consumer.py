@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -33,15 +32,17 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ShareConsumerMetrics
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.task import ClientTask
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
 from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutError
 from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import MemberState, ShareMembershipManager
 from kafkaio.share.record import ShareRecord
+from kafkaio.validate import check_bool, check_topic
 
 log = logging.getLogger("kafkaio.share")
 
@@ -80,12 +81,14 @@ class ShareConsumer:
         if not group_id:
             raise KafkaConfigError("ShareConsumer needs a group_id (the share group's name)")
         options.setdefault("client_id", "kafkaio-share-consumer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(
             options, SHARE_CONSUMER_OPTIONS, "ShareConsumer"
         )
         config = self.config = ShareConsumerConfig.from_options(own)
         self.group_id = group_id
-        self.topics = tuple(sorted(set(topics)))
+        self.topics = tuple(sorted({check_topic(t) for t in topics}))
         self._bootstrap = bootstrap_servers
         self._conn_config = conn_config
         self._explicit = config.acknowledgement_mode == "explicit"
@@ -143,7 +146,7 @@ class ShareConsumer:
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
         self._driver: NetworkDriver | None = None
-        self._stack: AsyncExitStack | None = None
+        self._task: ClientTask | None = None
         self._connections: ConnectionManager | None = None
         self._started = False
         self._closed = False
@@ -182,9 +185,8 @@ class ShareConsumer:
             io_wait=self._conn_metrics.io_wait if enabled else None,
         )
         self._events.set_wakeup(self._driver.wakeup)
-        self._stack = AsyncExitStack()
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
-        await tg.start(self._driver.run)
+        self._task = ClientTask()
+        await self._task.start(self._driver.run)
         try:
             with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
                 await self._driver.wait_for_metadata(0)
@@ -230,9 +232,9 @@ class ShareConsumer:
     async def _shutdown(self) -> None:
         if self._driver is not None:
             self._driver.stop()
-        if self._stack is not None:
-            stack, self._stack = self._stack, None
-            await stack.aclose()
+        if self._task is not None:
+            task, self._task = self._task, None
+            await task.wait()
         if self._connections is not None:
             await self._connections.close()
 

@@ -261,13 +261,13 @@ class CommitManager:
             if now >= op.deadline_ms:
                 what = "offset commit" if isinstance(op, _Commit) else "committed offset fetch"
                 last = f"; last error: {op.last_error}" if op.last_error is not None else ""
-                op.handle.fail(
-                    KafkaTimeoutError(
-                        f"{what} for group {self.group_id!r} did not complete before its "
-                        f"deadline{last}. Check that the group coordinator is reachable, or "
-                        "allow more time"
-                    )
+                timeout = KafkaTimeoutError(
+                    f"{what} for group {self.group_id!r} did not complete before its "
+                    f"deadline{last}. Check that the group coordinator is reachable, or "
+                    "allow more time"
                 )
+                timeout.__cause__ = op.last_error
+                op.handle.fail(timeout)
         self._commits = [c for c in self._commits if not c.handle.done]
         self._fetches = [f for f in self._fetches if not f.handle.done]
 
@@ -424,7 +424,7 @@ class CommitManager:
     def _retry_or_fail(
         self, now: float, commit: _Commit, error: KafkaError, *, retriable: bool
     ) -> None:
-        commit.last_error = error
+        commit.last_error = commit.handle.last_error = error
         commit.attempts += 1
         if retriable and commit.retry:
             # retried until the deadline, where _expire fails it with KafkaTimeoutError
@@ -539,7 +539,7 @@ class CommitManager:
     def _retry_or_fail_fetch(
         self, now: float, fetch: _Fetch, error: KafkaError, *, retriable: bool
     ) -> None:
-        fetch.last_error = error
+        fetch.last_error = fetch.handle.last_error = error
         fetch.attempts += 1
         if retriable:
             fetch.next_attempt_ms = now + self._backoff.delay_ms(fetch.attempts)

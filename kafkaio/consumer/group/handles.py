@@ -16,12 +16,14 @@ T = TypeVar("T")
 class RequestHandle(Generic[T]):
     """``done`` once finished; then either ``result`` is set or ``error`` is not None."""
 
-    __slots__ = ("_callbacks", "done", "error", "result")
+    __slots__ = ("_callbacks", "done", "error", "last_error", "result")
 
     def __init__(self) -> None:
         self.done = False
         self.result: T | None = None
         self.error: KafkaError | None = None
+        # the error of the last attempt, while the operation is retried (for timeouts)
+        self.last_error: KafkaError | None = None
         self._callbacks: list[Callable[[RequestHandle[T]], None]] = []
 
     def add_done_callback(self, callback: Callable[[RequestHandle[T]], None]) -> None:

@@ -13,7 +13,13 @@ import pytest
 from kafkaio.cli import main
 from kafkaio.cli.output import record_formatter
 from kafkaio.cli.produce import check_partitions, parse_headers, parse_lines
-from kafkaio.cli.settings import BOOTSTRAP_ENV, client_options, read_properties, resolve_bootstrap
+from kafkaio.cli.settings import (
+    BOOTSTRAP_ENV,
+    client_options,
+    read_properties,
+    resolve_bootstrap,
+    ssl_context,
+)
 from kafkaio.consumer import ConsumerRecord
 from kafkaio.errors import KafkaConfigError
 
@@ -152,6 +158,43 @@ def test_properties_file_and_tls(tmp_path: Path) -> None:
     tls = client_options({"ssl_cafile": certifi.where(), "ssl_check_hostname": "false"})
     assert isinstance(tls["ssl_context"], ssl.SSLContext)
     assert tls["security_protocol"] == "SSL" and tls["ssl_context"].check_hostname is False
+
+
+def test_properties_use_java_separators_and_errors_never_show_a_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "sasl.plain.password: S3CRET" (a valid Java separator) was refused and echoed verbatim
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "security.protocol: SASL_SSL\nsasl.mechanism PLAIN\nsasl.plain.username = alice\n"
+        "sasl.plain.password: S3CRET\n"
+    )
+    assert client_options(read_properties(str(path)))["sasl_plain_password"] == "S3CRET"
+    path.write_text("sasl.plain.passwrod: S3CRET\n")  # a misspelt key: named, value not shown
+    assert main(["-b", "x:1", "--config", str(path), "topics", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "sasl_plain_passwrod" in err and "S3CRET" not in err
+    path.write_text("sasl.plain.password=S3CRET \\\n  continued\n")
+    with pytest.raises(KafkaConfigError, match="continuation") as info:
+        read_properties(str(path))
+    assert "S3CRET" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["on", "enabled", "y", "TRUE", "maybe", ""])
+def test_ssl_check_hostname_is_a_strict_boolean(value: str) -> None:
+    # "on", "enabled" or "y" turned hostname verification off: only 1/true/yes kept it on
+    import certifi  # noqa: PLC0415
+
+    props = {"ssl_cafile": certifi.where(), "ssl_check_hostname": value}
+    if value.lower() in ("on", "true"):
+        options = client_options(props)
+        assert options["ssl_check_hostname"] is True
+        assert options["ssl_context"].check_hostname is True
+        return
+    with pytest.raises(KafkaConfigError, match="ssl_check_hostname must be true or false"):
+        client_options(props)
+    with pytest.raises(KafkaConfigError, match="ssl_check_hostname must be true or false"):
+        ssl_context(props)
 
 
 def test_bootstrap_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:
