@@ -38,12 +38,17 @@ from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
-from kafkaio.consumer.record import ConsumerRecord
+from kafkaio.consumer.record import ConsumerRecord, identity
 from kafkaio.consumer.record_queue import RecordQueue
 from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
 from kafkaio.consumer.topics import SubscribedTopicsManager
 from kafkaio.consumer.validation import PositionValidationManager
-from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import (
+    KafkaConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordDeserializationError,
+)
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -61,6 +66,7 @@ from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.wakeup import Wakeup
+from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 
 log = logging.getLogger("kafkaio.consumer")
@@ -171,13 +177,20 @@ class Consumer:
         )
         self._processor.register(ListOffsetsEvent, self._offsets.list_offsets)
         self._processor.register(AwaitPositionsEvent, self._offsets.await_positions)
+        key_codec = FieldCodec(config.key_deserializer, "key", deserializer=True)
+        value_codec = FieldCodec(config.value_deserializer, "value", deserializer=True)
+        # Plain deserializers run inline in the collector; async ones (or ones taking a
+        # context) run in `_deserialize`, awaited in the application's task.
+        self._codecs: tuple[FieldCodec, FieldCodec] | None = None
+        if not (key_codec.plain and value_codec.plain):
+            self._codecs = (key_codec, value_codec)
         self._collector = FetchCollector(
             self._subscriptions,
             self._buffer,
             read_committed=config.isolation == 1,
             check_crcs=config.check_crcs,
-            key_deserializer=config.key_deserializer,
-            value_deserializer=config.value_deserializer,
+            key_deserializer=identity if self._codecs else config.key_deserializer,
+            value_deserializer=identity if self._codecs else config.value_deserializer,
         )
         self._data_ready = Wakeup()  # set when records or background events arrive
         self._buffer.on_data = self._notify
@@ -1007,6 +1020,8 @@ class Consumer:
             records = self._collector.collect(limit, only)
             if len(self._buffer) != before and self._fetcher.waits_for_drain():
                 driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
+            if records and self._codecs is not None:
+                records = await self._deserialize(records, self._codecs)
             if records:
                 if self._registry.enabled:
                     self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
@@ -1017,6 +1032,53 @@ class Consumer:
                 return {}
             await self._wait_for_data(min(remaining, _CHECK_INTERVAL_S))
             driver = self._check()
+
+    async def _deserialize(
+        self, records: Records, codecs: tuple[FieldCodec, FieldCodec]
+    ) -> Records:
+        """Run async (or context-taking) deserializers over collected records, in this task.
+
+        A deserializer that raises leaves its partition's position at that record (the
+        records after it are fetched again): the records before it are returned, and the
+        error is raised at once when there are none, else by the next poll, as on the
+        plain path.
+        """
+        out: Records = {}
+        failure: RecordDeserializationError | None = None
+        subs = self._subscriptions
+        for tp, batch in records.items():
+            done: list[ConsumerRecord[Any, Any]] = []
+            for record in batch:
+                field = "key"
+                try:
+                    ctx = SerializationContext(
+                        tp.topic, "key", tp.partition, record.offset, record.headers
+                    )
+                    key = await deserialize(codecs[0], record.key, ctx)
+                    field = "value"
+                    ctx = SerializationContext(
+                        tp.topic, "value", tp.partition, record.offset, record.headers
+                    )
+                    value = await deserialize(codecs[1], record.value, ctx)
+                except Exception as exc:
+                    if failure is None:
+                        failure = RecordDeserializationError(
+                            tp.topic, tp.partition, record.offset, field, exc
+                        )
+                        failure.__cause__ = exc
+                    if subs.is_assigned(tp):
+                        subs.seek(tp, record.offset, record.leader_epoch)
+                        self._buffer.remove(tp)
+                    self._wakeup()
+                    break
+                record.key = key
+                record.value = value
+                done.append(record)
+            if done:
+                out[tp] = done
+        if failure is not None and not out:
+            raise failure
+        return out
 
     def _poll_group(self) -> None:
         """Tell the membership the application polled (max_poll_interval_ms clock; the
