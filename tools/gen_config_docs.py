@@ -91,17 +91,22 @@ COMMON: dict[str, OptionDoc] = {
         "`fetch_max_wait_ms`",
     ),
     "key_deserializer": OptionDoc(
-        "Turns each record's key bytes (or None) into the `key` you get. The default keeps bytes.",
+        "Turns each record's key bytes (or None) into the `key` you get: a function, an "
+        "`async def` function (awaited in your task) or a `kafkaio.serde.Deserializer` (see "
+        "[Serialization](../serialization.md)). The default keeps bytes.",
         "`key.deserializer`",
         "`key_deserializer`",
         default="bytes as is",
+        type="Callable[[bytes | None], Any] | Deserializer",
     ),
     "value_deserializer": OptionDoc(
-        "Turns each record's value bytes (or None) into the `value` you get. The default "
-        "keeps bytes.",
+        "Turns each record's value bytes (or None) into the `value` you get: a function, an "
+        "`async def` function (awaited in your task) or a `kafkaio.serde.Deserializer` (see "
+        "[Serialization](../serialization.md)). The default keeps bytes.",
         "`value.deserializer`",
         "`value_deserializer`",
         default="bytes as is",
+        type="Callable[[bytes | None], Any] | Deserializer",
     ),
 }
 
@@ -270,16 +275,20 @@ PRODUCER: dict[str, OptionDoc] = {
         "`max.block.ms`",
     ),
     "key_serializer": OptionDoc(
-        "Turns the `key` you pass into bytes (None: keys must be bytes or None).",
+        "Turns the `key` you pass into bytes: a function, an `async def` function (awaited "
+        "in `send`) or a `kafkaio.serde.Serializer` (see [Serialization](../serialization.md)); "
+        "None: keys must be bytes or None.",
         "`key.serializer`",
         "`key_serializer`",
-        type="Callable[[Any], bytes | None] | None",
+        type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "value_serializer": OptionDoc(
-        "Turns the `value` you pass into bytes (None: values must be bytes or None).",
+        "Turns the `value` you pass into bytes: a function, an `async def` function (awaited "
+        "in `send`) or a `kafkaio.serde.Serializer` (see [Serialization](../serialization.md)); "
+        "None: values must be bytes or None.",
         "`value.serializer`",
         "`value_serializer`",
-        type="Callable[[Any], bytes | None] | None",
+        type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "interceptors": OptionDoc(
         "Objects with `on_send(record)` (may return a changed `ProducerRecord`) and/or "

@@ -36,6 +36,7 @@ from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize, located
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
 from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutError
@@ -140,6 +141,7 @@ class ShareConsumer:
             ),
         )
         self._delivered: list[ShareRecord[Any, Any]] = []  # returned by the last poll
+        self._codecs: dict[str, FieldCodec] = {}  # key/value deserializers, as called
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
         self._driver: NetworkDriver | None = None
@@ -329,7 +331,7 @@ class ShareConsumer:
             self._raise_background()
             records = self._fetcher.drain(limit, now_ms())
             if records:
-                self._delivered = [self._bind(r) for r in records]
+                self._delivered = [await self._bind(r) for r in records]
                 self._m.records_consumed.record(len(records), now)
                 return list(self._delivered)
             remaining = deadline - anyio.current_time()
@@ -416,11 +418,27 @@ class ShareConsumer:
         self._driver.check()
         return self._driver
 
-    def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
-        if self.config.key_deserializer is not None:
-            record.key = self.config.key_deserializer(record.key)
-        if self.config.value_deserializer is not None:
-            record.value = self.config.value_deserializer(record.value)
+    async def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
+        """Deserialize (deserializers of any shape, awaited here) and attach the acker."""
+        config = self.config
+        for field, deserializer in (
+            ("key", config.key_deserializer),
+            ("value", config.value_deserializer),
+        ):
+            if deserializer is None:
+                continue
+            codec = self._codecs.get(field)
+            if codec is None:
+                codec = self._codecs[field] = FieldCodec(deserializer, field, deserializer=True)
+            data = getattr(record, field)
+            ctx = SerializationContext(
+                record.topic, field, record.partition, record.offset, record.headers
+            )
+            try:
+                value = codec.fn(data) if codec.plain else await deserialize(codec, data, ctx)
+            except Exception as exc:
+                raise located(exc, ctx, "deserializer") from exc
+            setattr(record, field, value)
         record._acknowledger = self.acknowledge
         return record
 
