@@ -199,6 +199,7 @@ class Consumer:
         self._connections: ConnectionManager | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
         if topics:
             self.subscribe(topics)
 
@@ -352,8 +353,12 @@ class Consumer:
             return
         error: Exception | None = None
         try:
+            await self._complete_unsubscribe()
+        except Exception as exc:  # closing goes on; raised once closed, as a leave error
+            error = exc
+        try:
             if self._driver is not None and self._driver.running and self._commits is not None:
-                error = await self._close_group()
+                error = await self._close_group() or error
         except Exception as exc:  # closing goes on: the network task must stop
             log.warning("closing the consumer's group membership failed: %r", exc)
         try:
@@ -560,6 +565,7 @@ class Consumer:
         Calling it again replaces the subscription (the group rebalances).
         """
         self._check_not_closed("subscribe()")
+        self._check_no_unsubscribe("subscribe()")
         if self._membership is None:
             raise KafkaConfigError(
                 "subscribe() needs a group_id (the group assigns partitions); pass "
@@ -593,6 +599,7 @@ class Consumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (no group management); replaces the assignment."""
         self._check_not_closed("assign()")
+        self._check_no_unsubscribe("assign()")
         parts = []
         for tp in partitions:
             if not isinstance(tp, tuple) or len(tp) != 2:
@@ -624,10 +631,22 @@ class Consumer:
         if offsets:
             self._events.put(CommitEvent(self._deadline(None), offsets=offsets, retry=False))
 
-    async def unsubscribe(self) -> None:
+    def unsubscribe(self) -> Awaitable[None]:
         """Stop consuming: leave the group (revoking partitions: auto-commit, then the
         listener) when subscribed, and drop the subscription or assignment. An error raised
-        while leaving (the rebalance listener's, say) is raised once that is done."""
+        while leaving (the rebalance listener's, say) is raised once that is done.
+
+        ``await consumer.unsubscribe()`` waits for all that. Called without ``await`` (as
+        aiokafka's unsubscribe() is called) it works too: no record of the subscription is
+        handed out from this call on, and the leave runs in your task at the next
+        getmany()/getone()/``async for``/close(); subscribe() or assign() before then raise.
+        """
+        if self._unsubscribing is None or self._unsubscribing.done:
+            self._unsubscribing = _Unsubscribe(self)
+        return self._unsubscribing
+
+    async def _finish_unsubscribe(self) -> None:
+        """What unsubscribe() does, run once by its awaitable or by the next poll/close."""
         group = self._membership is not None and self._subscriptions.has_auto_assignment()
         error = None
         if group and self._driver is not None and self._driver.running and not self._closed:
@@ -647,6 +666,20 @@ class Consumer:
         self._wakeup()
         if error is not None:
             raise error
+
+    async def _complete_unsubscribe(self) -> None:
+        """Run an unsubscribe() that was called without await (before polling or closing)."""
+        pending = self._unsubscribing
+        if pending is not None and not pending.done:
+            await pending
+
+    def _check_no_unsubscribe(self, what: str) -> None:
+        if self._unsubscribing is not None and not self._unsubscribing.done:
+            raise KafkaError(
+                f"{what} after unsubscribe() that was not awaited yet: `await "
+                f"consumer.unsubscribe()` first (or poll once), so that leaving the group "
+                "does not undo this call"
+            )
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions assigned to this consumer now (by assign() or by the group)."""
@@ -982,7 +1015,7 @@ class Consumer:
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not self._background:  # the common case: a collected record is waiting
+        if not self._background and self._unsubscribing is None:  # the common case
             pending = self._pending.records
             if pending:
                 return pending.popleft()
@@ -1003,6 +1036,8 @@ class Consumer:
     ) -> Records:
         """One application poll: group bookkeeping, background steps, then records."""
         driver = self._check()
+        if self._unsubscribing is not None and not self._unsubscribing.done:
+            await self._complete_unsubscribe()
         started = anyio.current_time()
         deadline = started + timeout_ms / 1000
         self._last_poll_ms = started * 1000.0
@@ -1204,3 +1239,29 @@ class _CommitFuture:
             self._timeout_s
         ).__await__()
         return result
+
+
+class _Unsubscribe:
+    """What ``Consumer.unsubscribe()`` returns: awaiting it runs the unsubscribe (once; the
+    next poll or close() runs it when nobody awaits)."""
+
+    __slots__ = ("_consumer", "_lock", "done")
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self._lock: anyio.Lock | None = None
+        self.done = False
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._run().__await__()
+
+    async def _run(self) -> None:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self.done:
+                return
+            try:
+                await self._consumer._finish_unsubscribe()
+            finally:
+                self.done = True
