@@ -352,8 +352,10 @@ async def run(ctx: Context) -> int:
                     listener = _GroupListener(session)
                     patterns = [t for t in args.topics if t.startswith("^")]
                     if patterns:  # the group follows topics created later too
+                        # as kcat: a ^regex matches names it starts (the consumer's
+                        # patterns match whole names)
                         plain = [re.escape(t) for t in args.topics if not t.startswith("^")]
-                        joined = "|".join(f"(?:{p})" for p in patterns + plain)
+                        joined = "|".join([f"(?:{p}).*" for p in patterns] + plain)
                         consumer.subscribe(pattern=joined, listener=listener)
                     else:
                         consumer.subscribe(topics, listener=listener)

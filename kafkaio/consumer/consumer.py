@@ -284,7 +284,7 @@ class Consumer:
         return self._config
 
     @property
-    def request_managers(self) -> list[RequestManager]:
+    def _request_managers(self) -> list[RequestManager]:
         """The managers the network task polls, in order (the group managers go here)."""
         return list(self._managers)
 

@@ -153,6 +153,12 @@ def test_several_topics_and_a_regex(tansu_broker: BrokerInfo) -> None:
     regex = run(*b, "consume", f"^{stem}-.*", "-o", "beginning", "-e")
     assert regex.returncode == 0, regex.stderr
     assert sorted(regex.stdout.decode().split()) == sorted([a, c])
+    group = run(
+        *b, "consume", f"^{stem}-", "-g", f"{stem}-g", "--session-timeout-ms", "2000",
+        "-o", "beginning", "-e",
+    )  # as a group member: the consumer subscribes to the pattern
+    assert group.returncode == 0, group.stderr
+    assert sorted(group.stdout.decode().split()) == sorted([a, c])
     none = run(*b, "consume", "^nothing-matches-this-.*", "-e")
     assert none.returncode == 2 and b"no topic matches" in none.stderr
 
