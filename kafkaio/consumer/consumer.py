@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -69,6 +69,11 @@ from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ConsumerOptions
+
 log = logging.getLogger("kafkaio.consumer")
 
 Membership = ClassicMembershipManager | ConsumerMembershipManager
@@ -108,7 +113,7 @@ class Consumer:
         bootstrap_servers: str | Sequence[str] = "localhost:9092",
         group_id: str | None = None,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         options.setdefault("client_id", "kafkaio-consumer")
         conn_config, own = split_connection_options(

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -52,6 +52,11 @@ from kafkaio.runtime.requests import RequestManager
 from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
 from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ProducerOptions
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -146,7 +151,7 @@ class Producer:
         bootstrap_servers: str | Sequence[str],
         *,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         options.setdefault("client_id", "kafkaio-producer")
         conn_config, own = split_connection_options(options, PRODUCER_OPTIONS, "Producer")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -44,6 +44,11 @@ from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import MemberState, ShareMembershipManager
 from kafkaio.share.record import ShareRecord
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ShareConsumerOptions
+
 log = logging.getLogger("kafkaio.share")
 
 _WAIT_SLICE_S = 0.5  # the application re-checks for errors at least this often while waiting
@@ -74,7 +79,7 @@ class ShareConsumer:
         bootstrap_servers: str | Sequence[str],
         group_id: str,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ShareConsumerOptions],
     ) -> None:
         if not topics:
             raise KafkaConfigError("ShareConsumer needs at least one topic to subscribe to")
