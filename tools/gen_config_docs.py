@@ -484,6 +484,10 @@ consumer = Consumer("orders", bootstrap_servers="broker:9092", group_id="billing
                     sasl_plain_password="secret")
 ```
 
+The options are typed for editors and type checkers (`**options: Unpack[ProducerOptions]`,
+TypedDicts in `kafkaio.options`): an IDE completes the names, and mypy or pyright flag
+`Producer("b:9092", lingr_ms=5)` before it runs.
+
 Times are milliseconds and sizes bytes. The last column names the equivalent setting of the
 Apache Kafka Java client and of aiokafka 0.14 (with its default when it differs from
 kafkaio's); "—" means that client has no such option.
