@@ -225,17 +225,30 @@ class SchemaRegistryClient:
 
     # -- schemas ----------------------------------------------------------------------------
 
+    async def _post_schema(self, path: str, schema: Schema, normalize: bool) -> dict[str, Any]:
+        query = "?normalize=true" if normalize else ""
+        body: dict[str, Any] = await self._request("POST", path + query, schema.to_json())
+        return body
+
+    def _found(self, body: Mapping[str, Any], subject: str) -> RegisteredSchema:
+        """A registry answer with id, schema and version (its id and schema cached)."""
+        found = RegisteredSchema(
+            int(body["id"]),
+            Schema.from_json(body),
+            body.get("subject", subject),
+            int(body["version"]),
+        )
+        self._ids.put(found.schema_id, found.schema)
+        return found
+
     async def register_schema(
         self, subject: str, schema: Schema, *, normalize: bool = False
     ) -> int:
         """Register ``schema`` under ``subject`` (or find it there) and return its id."""
 
         async def load() -> int:
-            query = "?normalize=true" if normalize else ""
-            body = await self._request(
-                "POST", f"/subjects/{self._subject(subject)}/versions{query}", schema.to_json()
-            )
-            schema_id = int(body["id"])
+            path = f"/subjects/{self._subject(subject)}/versions"
+            schema_id = int((await self._post_schema(path, schema, normalize))["id"])
             self._ids.put(schema_id, schema)
             return schema_id
 
@@ -247,18 +260,9 @@ class SchemaRegistryClient:
         """The id and version of ``schema`` under ``subject`` (40403 if it is not there)."""
 
         async def load() -> RegisteredSchema:
-            query = "?normalize=true" if normalize else ""
-            body = await self._request(
-                "POST", f"/subjects/{self._subject(subject)}{query}", schema.to_json()
-            )
-            found = RegisteredSchema(
-                int(body["id"]),
-                Schema.from_json({**schema.to_json(), **body}),
-                subject,
-                int(body["version"]),
-            )
-            self._ids.put(found.schema_id, found.schema)
-            return found
+            path = f"/subjects/{self._subject(subject)}"
+            body = await self._post_schema(path, schema, normalize)
+            return self._found({**schema.to_json(), **body}, subject)
 
         return await self._looked_up.get_or_load((subject, schema, normalize), load)
 
@@ -277,14 +281,7 @@ class SchemaRegistryClient:
             body = await self._request(
                 "GET", f"/subjects/{self._subject(subject)}/versions/{version}"
             )
-            found = RegisteredSchema(
-                int(body["id"]),
-                Schema.from_json(body),
-                body.get("subject", subject),
-                int(body["version"]),
-            )
-            self._ids.put(found.schema_id, found.schema)
-            return found
+            return self._found(body, subject)
 
         if isinstance(version, int):
             return await self._versions.get_or_load((subject, version), load)

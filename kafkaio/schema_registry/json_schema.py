@@ -14,6 +14,7 @@ from kafkaio.schema_registry.serde import (
     SchemaRegistrySerializer,
     default_to_dict,
     referenced_schemas,
+    require,
 )
 from kafkaio.schema_registry.wire import pack_header
 from kafkaio.serde.base import SerializationContext
@@ -23,13 +24,7 @@ _dumps = json.JSONEncoder(default=json_default, ensure_ascii=False, separators=(
 
 
 def _jsonschema() -> Any:
-    try:
-        import jsonschema
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise KafkaConfigError(
-            "the JSON Schema serdes need jsonschema: pip install 'kafkaio[json-schema]'"
-        ) from exc
-    return jsonschema
+    return require("jsonschema", "json-schema", "the JSON Schema serdes")
 
 
 async def _validator(jsonschema: Any, registry: SchemaRegistryClient | None, schema: Schema) -> Any:

@@ -15,7 +15,11 @@ from typing import Any
 
 from kafkaio.errors import KafkaConfigError, SerializationError
 from kafkaio.schema_registry.client import Schema, SchemaReference, SchemaRegistryClient
-from kafkaio.schema_registry.serde import SchemaRegistryDeserializer, SchemaRegistrySerializer
+from kafkaio.schema_registry.serde import (
+    SchemaRegistryDeserializer,
+    SchemaRegistrySerializer,
+    require,
+)
 from kafkaio.schema_registry.wire import (
     decode_message_indexes,
     encode_message_indexes,
@@ -28,12 +32,7 @@ ReferenceSubjectStrategy = Callable[[SerializationContext, Any], str]
 
 
 def _check_protobuf() -> None:
-    try:
-        import google.protobuf  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise KafkaConfigError(
-            "the Protobuf serdes need protobuf: pip install 'kafkaio[protobuf]'"
-        ) from exc
+    require("google.protobuf", "protobuf", "the Protobuf serdes")
 
 
 def _is_builtin(name: str) -> bool:

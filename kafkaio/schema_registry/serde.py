@@ -19,6 +19,16 @@ from kafkaio.schema_registry.wire import unpack_header
 from kafkaio.serde.base import Deserializer, SerializationContext, Serializer
 
 
+def require(module: str, extra: str, what: str) -> Any:
+    """Import an optional dependency, or say which extra installs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise KafkaConfigError(f"{what} need {module}: pip install 'kafkaio[{extra}]'") from exc
+
+
 def default_to_dict(value: Any) -> Any:
     """Dataclasses and Pydantic models as dicts (anything else as it is)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -220,14 +220,7 @@ async def test_runner_stop_on_error_commits_only_handled_records(
             raise ValueError("poison record")
         seen.append(record.value)
 
-    consumer = Consumer(
-        unique_topic,
-        bootstrap_servers=tansu_broker.bootstrap,
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **GROUP_OPTIONS,
-    )
+    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
         async with ConsumerRunner(consumer, handler, stop_on_error=True) as runner:
             while runner.state is RunnerState.RUNNING:
