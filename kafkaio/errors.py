@@ -26,6 +26,16 @@ class KafkaProtocolError(KafkaError):
     """Bytes on the wire do not follow the Kafka protocol (truncated, oversized, malformed)."""
 
 
+def _where(topic: str | None, partition: int | None, offset: int | None) -> str:
+    """``topic='t', partition=0, offset=5`` for what is known ("" for nothing)."""
+    parts = [
+        f"{name}={value!r}"
+        for name, value in (("topic", topic), ("partition", partition), ("offset", offset))
+        if value is not None
+    ]
+    return ", ".join(parts)
+
+
 class CorruptRecordError(KafkaError):
     """A record batch failed its CRC-32C check or could not be decoded.
 
@@ -40,14 +50,8 @@ class CorruptRecordError(KafkaError):
         partition: int | None = None,
         offset: int | None = None,
     ) -> None:
-        where = []
-        if topic is not None:
-            where.append(f"topic={topic!r}")
-        if partition is not None:
-            where.append(f"partition={partition}")
-        if offset is not None:
-            where.append(f"offset={offset}")
-        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        where = _where(topic, partition, offset)
+        super().__init__(f"{message} ({where})" if where else message)
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -78,15 +82,9 @@ class SerializationError(KafkaError, ValueError):
         self.offset = offset
         self.field = field
         self.path = path
-        where = []
-        if topic is not None:
-            where.append(f"topic {topic!r}")
-        if partition is not None:
-            where.append(f"partition {partition}")
-        if offset is not None:
-            where.append(f"offset {offset}")
+        where = _where(topic, partition, offset)
         at = f" (field {path!r})" if path and path not in reason else ""
-        super().__init__(f"{reason}{at}" + (f" [{', '.join(where)}]" if where else ""))
+        super().__init__(f"{reason}{at}" + (f" ({where})" if where else ""))
 
 
 class RecordDeserializationError(SerializationError):

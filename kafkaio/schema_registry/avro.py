@@ -12,21 +12,16 @@ from kafkaio.schema_registry.client import Schema, SchemaRegistryClient
 from kafkaio.schema_registry.serde import (
     SchemaRegistryDeserializer,
     SchemaRegistrySerializer,
-    default_to_dict,
     referenced_schemas,
+    require,
 )
 from kafkaio.schema_registry.wire import pack_header
 from kafkaio.serde.base import SerializationContext
 
 
 def _fastavro() -> Any:
-    try:
-        import fastavro
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise KafkaConfigError(
-            "the Avro serdes need fastavro: pip install 'kafkaio[avro]'"
-        ) from exc
-    return fastavro
+    require("fastavro.validation", "avro", "the Avro serdes")
+    return require("fastavro", "avro", "the Avro serdes")
 
 
 async def _parse(fastavro: Any, registry: SchemaRegistryClient | None, schema: Schema) -> Any:
@@ -65,32 +60,15 @@ class AvroSerializer(SchemaRegistrySerializer):
 
     schema_type = "AVRO"
 
-    def __init__(
-        self,
-        registry: SchemaRegistryClient,
-        schema: str | dict[str, Any] | Schema | None = None,
-        *,
-        to_dict: Callable[[Any], Any] | None = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(registry, **options)
+    def __init__(self, registry: SchemaRegistryClient, schema: Any = None, **options: Any) -> None:
+        super().__init__(registry, schema, **options)
         self._fastavro = _fastavro()
-        if isinstance(schema, dict):
-            schema = Schema(json.dumps(schema), "AVRO")
-        elif isinstance(schema, str):
-            schema = Schema(schema, "AVRO")
-        self.schema = schema
-        self.to_dict = to_dict or default_to_dict
+        raw = self.document
         self._record_name: str | None = None
-        if schema is not None:
-            try:
-                raw = json.loads(schema.schema_str)
-            except json.JSONDecodeError as exc:
-                raise KafkaConfigError(f"the Avro schema is not JSON: {exc}") from exc
-            if isinstance(raw, dict) and raw.get("type") in ("record", "enum", "fixed"):
-                name = raw.get("name", "")
-                namespace = raw.get("namespace")
-                self._record_name = name if "." in name or not namespace else f"{namespace}.{name}"
+        if isinstance(raw, dict) and raw.get("type") in ("record", "enum", "fixed"):
+            name = raw.get("name", "")
+            namespace = raw.get("namespace")
+            self._record_name = name if "." in name or not namespace else f"{namespace}.{name}"
         self._parsed: dict[str, Any] = {}
 
     async def serialize(self, data: Any, ctx: SerializationContext) -> bytes | None:

@@ -7,12 +7,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kafkaio.errors import KafkaConfigError, SerializationError
+from kafkaio.errors import SerializationError
 from kafkaio.schema_registry.client import Schema, SchemaRegistryClient
 from kafkaio.schema_registry.serde import (
     SchemaRegistryDeserializer,
     SchemaRegistrySerializer,
-    default_to_dict,
     referenced_schemas,
     require,
 )
@@ -70,26 +69,15 @@ class JsonSchemaSerializer(SchemaRegistrySerializer):
         registry: SchemaRegistryClient,
         schema: str | dict[str, Any] | Schema | None = None,
         *,
-        to_dict: Callable[[Any], Any] | None = None,
         validate: bool = True,
         **options: Any,
     ) -> None:
-        super().__init__(registry, **options)
+        super().__init__(registry, schema, **options)
         self._jsonschema = _jsonschema()
-        if isinstance(schema, dict):
-            schema = Schema(json.dumps(schema), "JSON")
-        elif isinstance(schema, str):
-            schema = Schema(schema, "JSON")
-        self.schema = schema
+        document = self.document
         self._record_name: str | None = None
-        if schema is not None:
-            try:
-                document = json.loads(schema.schema_str)
-            except json.JSONDecodeError as exc:
-                raise KafkaConfigError(f"the JSON Schema is not JSON: {exc}") from exc
-            if isinstance(document, dict) and isinstance(document.get("title"), str):
-                self._record_name = document["title"]
-        self.to_dict = to_dict or default_to_dict
+        if isinstance(document, dict) and isinstance(document.get("title"), str):
+            self._record_name = document["title"]
         self.validate = validate
         self._validators: dict[str, Any] = {}
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import anyio
@@ -29,6 +31,23 @@ def require(module: str, extra: str, what: str) -> Any:
         raise KafkaConfigError(f"{what} need {module}: pip install 'kafkaio[{extra}]'") from exc
 
 
+def load_schema(
+    schema: str | dict[str, Any] | Schema | None, schema_type: str
+) -> tuple[Schema | None, Any]:
+    """A serializer's schema argument (text, a dict or a Schema) as a Schema, with its JSON
+    document (None, None for no schema); KafkaConfigError when it is not JSON."""
+    if schema is None:
+        return None, None
+    if isinstance(schema, dict):
+        return Schema(json.dumps(schema), schema_type), schema
+    if isinstance(schema, str):
+        schema = Schema(schema, schema_type)
+    try:
+        return schema, json.loads(schema.schema_str)
+    except json.JSONDecodeError as exc:
+        raise KafkaConfigError(f"the {schema_type} schema is not JSON: {exc}") from exc
+
+
 def default_to_dict(value: Any) -> Any:
     """Dataclasses and Pydantic models as dicts (anything else as it is)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -42,7 +61,10 @@ def default_to_dict(value: Any) -> Any:
 class SchemaRegistrySerializer(Serializer[Any]):
     """Base of the Avro, JSON Schema and Protobuf serializers.
 
-    The subject comes from ``subject_name_strategy`` (default ``<topic>-key|value``). With
+    ``schema`` is the writer's schema: text, a dict, or a Schema with references (None with
+    ``use_latest_version``: the subject's latest). Values go through ``to_dict`` first
+    (default: dataclasses and Pydantic models as dicts). The subject comes from
+    ``subject_name_strategy`` (default ``<topic>-key|value``). With
     ``auto_register`` (default) the serializer's schema is registered under it (once per
     subject: the client caches the id); without, it must already be there. With
     ``use_latest_version`` the subject's latest schema is used to write (looked up at most
@@ -54,13 +76,17 @@ class SchemaRegistrySerializer(Serializer[Any]):
     def __init__(
         self,
         registry: SchemaRegistryClient,
+        schema: str | dict[str, Any] | Schema | None = None,
         *,
+        to_dict: Callable[[Any], Any] | None = None,
         subject_name_strategy: SubjectNameStrategy = topic_subject_name_strategy,
         auto_register: bool = True,
         use_latest_version: bool = False,
         normalize: bool = False,
         latest_ttl_s: float = 300.0,
     ) -> None:
+        self.schema, self.document = load_schema(schema, self.schema_type)
+        self.to_dict = to_dict or default_to_dict
         if use_latest_version and auto_register:
             raise KafkaConfigError(
                 "use_latest_version=True writes with the subject's latest schema and registers "

@@ -214,11 +214,7 @@ async def test_runner_stop_on_error_commits_only_handled_records(
     await _produce(tansu_broker.bootstrap, unique_topic, [b"a", b"b", b"bad", b"c", b"d"])
     group = f"{unique_topic}-group"
     seen: list[bytes] = []
-
-    def handler(record: Any) -> None:
-        if record.value == b"bad":
-            raise ValueError("poison record")
-        seen.append(record.value)
+    handler = _poison_at_bad(seen)
 
     consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
@@ -234,6 +230,17 @@ async def test_runner_stop_on_error_commits_only_handled_records(
     committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
     assert committed == {0: 2}  # the poison record is read again by the next member
     assert description.members == ()
+
+
+def _poison_at_bad(seen: list[bytes]) -> Callable[[Any], None]:
+    """A handler that keeps values in `seen` and raises for the value b"bad"."""
+
+    def handler(record: Any) -> None:
+        if record.value == b"bad":
+            raise ValueError("poison record")
+        seen.append(record.value)
+
+    return handler
 
 
 def _group_consumer(bootstrap: str, topic: str, group: str) -> Consumer:
@@ -294,11 +301,7 @@ async def test_runner_dead_letter_policy_sends_the_record_with_its_origin(
             await producer.send(unique_topic, value, key=b"k-" + value, headers=[("h", b"1")])
     group = f"{unique_topic}-group"
     seen: list[bytes] = []
-
-    def handler(record: Any) -> None:
-        if record.value == b"bad":
-            raise ValueError("poison record")
-        seen.append(record.value)
+    handler = _poison_at_bad(seen)
 
     consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
