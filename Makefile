@@ -6,8 +6,13 @@ STAMP := $(VENV)/.installed
 ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py \
 	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py
 ACCEL_STAMP := build/.accel-stamp
+# The Schema Registry the tests use: Apicurio Registry, built by Maven from a pom in the repo
+# into a cache outside the work tree (skipped, and its tests with it, without Java and Maven).
+REGISTRY_VERSION := $(shell sed -n 's:.*<apicurio.version>\(.*\)</apicurio.version>.*:\1:p' tools/schema-registry/pom.xml)
+REGISTRY_JAR := $(HOME)/.cache/kafkaio/apicurio-registry-$(REGISTRY_VERSION)/kafkaio-schema-registry-1-runner.jar
 
-.PHONY: install accel accel-clean demo test bench docs lint typecheck dist wheels-check clean
+.PHONY: install accel accel-clean demo test bench docs lint typecheck dist wheels-check clean \
+	schema-registry
 
 # The editable install stays pure Python (KAFKAIO_PURE_PYTHON): `make accel` compiles in place.
 $(STAMP): pyproject.toml setup.py
@@ -36,7 +41,20 @@ accel-clean:
 demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
 
-test: $(ACCEL_STAMP)
+$(REGISTRY_JAR): tools/schema-registry/pom.xml $(wildcard tools/schema-registry/src/main/java/*/*/*/*/*.java)
+	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
+		echo "building Apicurio Registry $(REGISTRY_VERSION) for the Schema Registry tests (Maven)"; \
+		mvn -B -q -f tools/schema-registry/pom.xml package > build/schema-registry.log 2>&1 \
+			|| { echo "note: the registry did not build (see build/schema-registry.log); its tests skip"; }; \
+	else \
+		echo "note: Java or Maven is missing: the Schema Registry tests skip"; \
+	fi
+
+schema-registry:
+	@mkdir -p build
+	@$(MAKE) --no-print-directory $(REGISTRY_JAR)
+
+test: $(ACCEL_STAMP) schema-registry
 	$(PY) -m pytest -q
 
 bench: $(ACCEL_STAMP)

@@ -22,6 +22,11 @@ OPTIONAL_FEATURES: dict[str, tuple[str, str]] = {
     "FastAPI integration": ("fastapi", "kafkaio[fastapi]"),
     "aiohttp integration": ("aiohttp", "kafkaio[aiohttp]"),
     "OpenTelemetry metrics and tracing": ("opentelemetry-api", "kafkaio[otel]"),
+    "Schema Registry client": ("httpx", "kafkaio[schema-registry]"),
+    "Avro serdes": ("fastavro", "kafkaio[avro]"),
+    "JSON Schema serdes": ("jsonschema", "kafkaio[json-schema]"),
+    "Protobuf serdes": ("protobuf", "kafkaio[protobuf]"),
+    "Pydantic serdes": ("pydantic", "kafkaio[pydantic]"),
 }
 
 

@@ -91,17 +91,22 @@ COMMON: dict[str, OptionDoc] = {
         "`fetch_max_wait_ms`",
     ),
     "key_deserializer": OptionDoc(
-        "Turns each record's key bytes (or None) into the `key` you get. The default keeps bytes.",
+        "Turns each record's key bytes (or None) into the `key` you get: a function, an "
+        "`async def` function (awaited in your task) or a `kafkaio.serde.Deserializer` (see "
+        "[Serialization](../serialization.md)). The default keeps bytes.",
         "`key.deserializer`",
         "`key_deserializer`",
         default="bytes as is",
+        type="Callable[[bytes | None], Any] | Deserializer",
     ),
     "value_deserializer": OptionDoc(
-        "Turns each record's value bytes (or None) into the `value` you get. The default "
-        "keeps bytes.",
+        "Turns each record's value bytes (or None) into the `value` you get: a function, an "
+        "`async def` function (awaited in your task) or a `kafkaio.serde.Deserializer` (see "
+        "[Serialization](../serialization.md)). The default keeps bytes.",
         "`value.deserializer`",
         "`value_deserializer`",
         default="bytes as is",
+        type="Callable[[bytes | None], Any] | Deserializer",
     ),
 }
 
@@ -277,16 +282,20 @@ PRODUCER: dict[str, OptionDoc] = {
         "`max.block.ms`",
     ),
     "key_serializer": OptionDoc(
-        "Turns the `key` you pass into bytes (None: keys must be bytes or None).",
+        "Turns the `key` you pass into bytes: a function, an `async def` function (awaited "
+        "in `send`) or a `kafkaio.serde.Serializer` (see [Serialization](../serialization.md)); "
+        "None: keys must be bytes or None.",
         "`key.serializer`",
         "`key_serializer`",
-        type="Callable[[Any], bytes | None] | None",
+        type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "value_serializer": OptionDoc(
-        "Turns the `value` you pass into bytes (None: values must be bytes or None).",
+        "Turns the `value` you pass into bytes: a function, an `async def` function (awaited "
+        "in `send`) or a `kafkaio.serde.Serializer` (see [Serialization](../serialization.md)); "
+        "None: values must be bytes or None.",
         "`value.serializer`",
         "`value_serializer`",
-        type="Callable[[Any], bytes | None] | None",
+        type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "interceptors": OptionDoc(
         "Objects with `on_send(record)` (may return a changed `ProducerRecord`) and/or "
@@ -483,6 +492,10 @@ consumer = Consumer("orders", bootstrap_servers="broker:9092", group_id="billing
                     sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="billing",
                     sasl_plain_password="secret")
 ```
+
+The options are typed for editors and type checkers (`**options: Unpack[ProducerOptions]`,
+TypedDicts in `kafkaio.options`): an IDE completes the names, and mypy or pyright flag
+`Producer("b:9092", lingr_ms=5)` before it runs.
 
 Times are milliseconds and sizes bytes. The last column names the equivalent setting of the
 Apache Kafka Java client and of aiokafka 0.14 (with its default when it differs from

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import anyio
 
@@ -32,6 +32,11 @@ from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.net.connection import Connection
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.protocol import messages as m
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import AdminOptions
 
 log = logging.getLogger("kafkaio.admin")
 
@@ -81,7 +86,9 @@ def name_list(names: Iterable[str], what: str) -> list[str]:
 class AdminCore:
     """Connections, cluster metadata, coordinator cache and the retry loops of ``Admin``."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
+    def __init__(
+        self, bootstrap_servers: str | Sequence[str], **options: Unpack[AdminOptions]
+    ) -> None:
         options.setdefault("client_id", "kafkaio-admin")
         parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(options, ADMIN_OPTIONS, "Admin")

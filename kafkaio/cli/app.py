@@ -40,6 +40,8 @@ class Context:
     out: TextIO
     err: TextIO
     options: dict[str, Any] = field(default_factory=dict)
+    # -X settings that are not connection options: for the producer or consumer only
+    client_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -105,6 +107,15 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "sasl_plain_password, ssl_cafile, ssl_certfile, ssl_keyfile, client_id...",
     )
     parser.add_argument(
+        "-X",
+        dest="settings",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[] if top else argparse.SUPPRESS,
+        help="any client setting, e.g. -X linger_ms=20 -X security.protocol=SSL "
+        "(dots or underscores; repeatable; overrides --config)",
+    )
+    parser.add_argument(
         "--timeout-ms",
         type=int,
         metavar="MS",
@@ -156,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from kafkaio.cli.settings import client_options, read_properties
 
             ctx.options = client_options(read_properties(args.config))
+        if args.settings:
+            from kafkaio.cli.settings import split_settings
+
+            connection, own = split_settings(args.settings)
+            ctx.options.update(connection)
+            ctx.client_options.update(own)
         return _run(command, ctx)
     except KeyboardInterrupt:
         ctx.note("interrupted")

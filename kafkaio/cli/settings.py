@@ -9,6 +9,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+from kafkaio.config import CONNECTION_OPTIONS
 from kafkaio.errors import KafkaConfigError
 from kafkaio.redact import is_secret
 
@@ -120,3 +121,34 @@ def ssl_context(props: dict[str, str]) -> ssl.SSLContext:
         raise KafkaConfigError(f"cannot set up TLS from the config file: {exc}") from None
     context.check_hostname = parse_bool("ssl_check_hostname", props.get("ssl_check_hostname", "true"))
     return context
+
+
+def setting_value(text: str) -> Any:
+    """A -X value as the client option's type: true/false, none/null, an int, a float, or
+    the text itself."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def split_settings(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``-X key=value`` items as (connection options, producer/consumer options): keys take
+    dots, dashes or underscores (``linger.ms`` is ``linger_ms``). The client refuses an
+    option it does not know, with the closest name."""
+    connection: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        name = key.strip().replace(".", "_").replace("-", "_").lower()
+        if not sep or not name:
+            raise KafkaConfigError(f"-X {item!r}: expected KEY=VALUE")
+        (connection if name in CONNECTION_OPTIONS else own)[name] = setting_value(value)
+    return connection, own

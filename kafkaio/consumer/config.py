@@ -5,7 +5,7 @@ Connection and security options are split off by kafkaio.config.split_connection
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -13,6 +13,7 @@ from kafkaio.consumer.group.assignors import ConsumerPartitionAssignor, assignor
 from kafkaio.consumer.record import identity
 from kafkaio.consumer.subscription import OffsetResetStrategy
 from kafkaio.errors import KafkaConfigError
+from kafkaio.serde.base import FieldCodec
 from kafkaio.validate import check_bool
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
@@ -33,8 +34,9 @@ class ConsumerConfig:
     """
 
     group_id: str | None = None
-    key_deserializer: Callable[[bytes | None], Any] = identity
-    value_deserializer: Callable[[bytes | None], Any] = identity
+    # plain or async callables (bytes | None -> value), or kafkaio.serde.Deserializer objects
+    key_deserializer: Any = identity
+    value_deserializer: Any = identity
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 52_428_800
     fetch_max_wait_ms: int = 500
@@ -100,8 +102,7 @@ class ConsumerConfig:
                 "'read_committed'"
             )
         for name in ("key_deserializer", "value_deserializer"):
-            if not callable(getattr(self, name)):
-                raise KafkaConfigError(f"{name} must be callable (bytes | None -> value)")
+            FieldCodec(getattr(self, name), name.split("_")[0], deserializer=True)
         if self.group_id is not None and (not isinstance(self.group_id, str) or not self.group_id):
             raise KafkaConfigError(
                 f"group_id must be a non-empty str or None, got {self.group_id!r}"

@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -38,12 +38,17 @@ from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
-from kafkaio.consumer.record import ConsumerRecord
+from kafkaio.consumer.record import ConsumerRecord, identity
 from kafkaio.consumer.record_queue import RecordQueue
 from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
 from kafkaio.consumer.topics import SubscribedTopicsManager
 from kafkaio.consumer.validation import PositionValidationManager
-from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import (
+    KafkaConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordDeserializationError,
+)
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -62,8 +67,14 @@ from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
 from kafkaio.runtime.wakeup import Wakeup
+from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
 from kafkaio.validate import check_bool, check_partition, check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ConsumerOptions
 
 log = logging.getLogger("kafkaio.consumer")
 
@@ -104,7 +115,7 @@ class Consumer:
         bootstrap_servers: str | Sequence[str] = "localhost:9092",
         group_id: str | None = None,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         options.setdefault("client_id", "kafkaio-consumer")
         check_bool("metrics_enabled", metrics_enabled)
@@ -175,13 +186,20 @@ class Consumer:
         )
         self._processor.register(ListOffsetsEvent, self._offsets.list_offsets)
         self._processor.register(AwaitPositionsEvent, self._offsets.await_positions)
+        key_codec = FieldCodec(config.key_deserializer, "key", deserializer=True)
+        value_codec = FieldCodec(config.value_deserializer, "value", deserializer=True)
+        # Plain deserializers run inline in the collector; async ones (or ones taking a
+        # context) run in `_deserialize`, awaited in the application's task.
+        self._codecs: tuple[FieldCodec, FieldCodec] | None = None
+        if not (key_codec.plain and value_codec.plain):
+            self._codecs = (key_codec, value_codec)
         self._collector = FetchCollector(
             self._subscriptions,
             self._buffer,
             read_committed=config.isolation == 1,
             check_crcs=config.check_crcs,
-            key_deserializer=config.key_deserializer,
-            value_deserializer=config.value_deserializer,
+            key_deserializer=identity if self._codecs else config.key_deserializer,
+            value_deserializer=identity if self._codecs else config.value_deserializer,
         )
         self._data_ready = Wakeup()  # set when records or background events arrive
         self._buffer.on_data = self._notify
@@ -190,6 +208,7 @@ class Consumer:
         self._connections: ConnectionManager | None = None
         self._task: ClientTask | None = None
         self._closed = False
+        self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
         if topics:
             self.subscribe(topics)
 
@@ -274,7 +293,7 @@ class Consumer:
         return self._config
 
     @property
-    def request_managers(self) -> list[RequestManager]:
+    def _request_managers(self) -> list[RequestManager]:
         """The managers the network task polls, in order (the group managers go here)."""
         return list(self._managers)
 
@@ -341,8 +360,12 @@ class Consumer:
             return
         error: Exception | None = None
         try:
+            await self._complete_unsubscribe()
+        except Exception as exc:  # closing goes on; raised once closed, as a leave error
+            error = exc
+        try:
             if self._driver is not None and self._driver.running and self._commits is not None:
-                error = await self._close_group()
+                error = await self._close_group() or error
         except Exception as exc:  # closing goes on: the network task must stop
             log.warning("closing the consumer's group membership failed: %r", exc)
         try:
@@ -549,6 +572,7 @@ class Consumer:
         Calling it again replaces the subscription (the group rebalances).
         """
         self._check_not_closed("subscribe()")
+        self._check_no_unsubscribe("subscribe()")
         if self._membership is None:
             raise KafkaConfigError(
                 "subscribe() needs a group_id (the group assigns partitions); pass "
@@ -582,6 +606,7 @@ class Consumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (no group management); replaces the assignment."""
         self._check_not_closed("assign()")
+        self._check_no_unsubscribe("assign()")
         parts = []
         for tp in partitions:
             if not isinstance(tp, tuple) or len(tp) != 2:
@@ -613,10 +638,22 @@ class Consumer:
         if offsets:
             self._events.put(CommitEvent(self._deadline(None), offsets=offsets, retry=False))
 
-    async def unsubscribe(self) -> None:
+    def unsubscribe(self) -> Awaitable[None]:
         """Stop consuming: leave the group (revoking partitions: auto-commit, then the
         listener) when subscribed, and drop the subscription or assignment. An error raised
-        while leaving (the rebalance listener's, say) is raised once that is done."""
+        while leaving (the rebalance listener's, say) is raised once that is done.
+
+        ``await consumer.unsubscribe()`` waits for all that. Called without ``await`` (as
+        aiokafka's unsubscribe() is called) it works too: no record of the subscription is
+        handed out from this call on, and the leave runs in your task at the next
+        getmany()/getone()/``async for``/close(); subscribe() or assign() before then raise.
+        """
+        if self._unsubscribing is None or self._unsubscribing.done:
+            self._unsubscribing = _Unsubscribe(self)
+        return self._unsubscribing
+
+    async def _finish_unsubscribe(self) -> None:
+        """What unsubscribe() does, run once by its awaitable or by the next poll/close."""
         group = self._membership is not None and self._subscriptions.has_auto_assignment()
         error = None
         if group and self._driver is not None and self._driver.running and not self._closed:
@@ -636,6 +673,20 @@ class Consumer:
         self._wakeup()
         if error is not None:
             raise error
+
+    async def _complete_unsubscribe(self) -> None:
+        """Run an unsubscribe() that was called without await (before polling or closing)."""
+        pending = self._unsubscribing
+        if pending is not None and not pending.done:
+            await pending
+
+    def _check_no_unsubscribe(self, what: str) -> None:
+        if self._unsubscribing is not None and not self._unsubscribing.done:
+            raise KafkaError(
+                f"{what} after unsubscribe() that was not awaited yet: `await "
+                f"consumer.unsubscribe()` first (or poll once), so that leaving the group "
+                "does not undo this call"
+            )
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions assigned to this consumer now (by assign() or by the group)."""
@@ -973,7 +1024,7 @@ class Consumer:
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not self._background:  # the common case: a collected record is waiting
+        if not self._background and self._unsubscribing is None:  # the common case
             pending = self._pending.records
             if pending:
                 return pending.popleft()
@@ -994,6 +1045,8 @@ class Consumer:
     ) -> Records:
         """One application poll: group bookkeeping, background steps, then records."""
         driver = self._check()
+        if self._unsubscribing is not None and not self._unsubscribing.done:
+            await self._complete_unsubscribe()
         started = anyio.current_time()
         deadline = started + timeout_ms / 1000
         self._last_poll_ms = started * 1000.0
@@ -1011,6 +1064,8 @@ class Consumer:
             records = self._collector.collect(limit, only)
             if len(self._buffer) != before and self._fetcher.waits_for_drain():
                 driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
+            if records and self._codecs is not None:
+                records = await self._deserialize(records, self._codecs)
             if records:
                 if self._registry.enabled:
                     self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
@@ -1021,6 +1076,53 @@ class Consumer:
                 return {}
             await self._wait_for_data(min(remaining, _CHECK_INTERVAL_S))
             driver = self._check()
+
+    async def _deserialize(
+        self, records: Records, codecs: tuple[FieldCodec, FieldCodec]
+    ) -> Records:
+        """Run async (or context-taking) deserializers over collected records, in this task.
+
+        A deserializer that raises leaves its partition's position at that record (the
+        records after it are fetched again): the records before it are returned, and the
+        error is raised at once when there are none, else by the next poll, as on the
+        plain path.
+        """
+        out: Records = {}
+        failure: RecordDeserializationError | None = None
+        subs = self._subscriptions
+        for tp, batch in records.items():
+            done: list[ConsumerRecord[Any, Any]] = []
+            for record in batch:
+                field = "key"
+                try:
+                    ctx = SerializationContext(
+                        tp.topic, "key", tp.partition, record.offset, record.headers
+                    )
+                    key = await deserialize(codecs[0], record.key, ctx)
+                    field = "value"
+                    ctx = SerializationContext(
+                        tp.topic, "value", tp.partition, record.offset, record.headers
+                    )
+                    value = await deserialize(codecs[1], record.value, ctx)
+                except Exception as exc:
+                    if failure is None:
+                        failure = RecordDeserializationError(
+                            tp.topic, tp.partition, record.offset, field, exc
+                        )
+                        failure.__cause__ = exc
+                    if subs.is_assigned(tp):
+                        subs.seek(tp, record.offset, record.leader_epoch)
+                        self._buffer.remove(tp)
+                    self._wakeup()
+                    break
+                record.key = key
+                record.value = value
+                done.append(record)
+            if done:
+                out[tp] = done
+        if failure is not None and not out:
+            raise failure
+        return out
 
     def _poll_group(self) -> None:
         """Tell the membership the application polled (max_poll_interval_ms clock; the
@@ -1146,3 +1248,29 @@ class _CommitFuture:
             self._timeout_s
         ).__await__()
         return result
+
+
+class _Unsubscribe:
+    """What ``Consumer.unsubscribe()`` returns: awaiting it runs the unsubscribe (once; the
+    next poll or close() runs it when nobody awaits)."""
+
+    __slots__ = ("_consumer", "_lock", "done")
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self._lock: anyio.Lock | None = None
+        self.done = False
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._run().__await__()
+
+    async def _run(self) -> None:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self.done:
+                return
+            try:
+                await self._consumer._finish_unsubscribe()
+            finally:
+                self.done = True

@@ -219,12 +219,14 @@ class CompletedFetch:
                     self.next_fetch_offset = current[i - 1][0] + 1
                     self.last_epoch = self._epoch
                 row = current[i]
+                cause: Exception = exc
                 try:
                     deserializers[0](row[2])
                     part = "value"
-                except Exception:
+                except Exception as key_exc:
                     part = "key"
-                raise RecordDeserializationError(topic, partition, row[0], part) from exc
+                    cause = key_exc
+                raise RecordDeserializationError(topic, partition, row[0], part, cause) from cause
 
     def _next_batch(self, check_crcs: bool) -> Batch | None:
         if self.exhausted:

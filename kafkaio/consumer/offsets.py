@@ -129,6 +129,10 @@ class OffsetsManager:
                 if leader is None:
                     need_metadata = True
                     continue
+                if tp in wanted.get(leader, ()):
+                    # one ListOffsets asks once per partition: this waits for the next poll
+                    # (the answer to what goes now polls again), not replace the reset's ask
+                    continue
                 query.in_flight.add(tp)
                 wanted.setdefault(leader, {})[tp] = (ts, self._query_callback(query))
         if need_metadata:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -50,8 +50,15 @@ from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
+from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
+from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkaio.validate import check_bool, check_partition, check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ProducerOptions
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -146,7 +153,7 @@ class Producer:
         bootstrap_servers: str | Sequence[str],
         *,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         options.setdefault("client_id", "kafkaio-producer")
         check_bool("metrics_enabled", metrics_enabled)
@@ -224,6 +231,10 @@ class Producer:
             and config.partitioner is None
             and self._txn is None
         )
+        # serializers other than plain `f(value)` callables (async, or taking a context)
+        self._key_codec = _codec(config.key_serializer, "key")
+        self._value_codec = _codec(config.value_serializer, "value")
+        self._plain_serializers = self._key_codec is None and self._value_codec is None
         self._fast_topics: dict[str, _FastTopic] = {}
         self._open_batches: dict[str, _OpenBatch] = {}  # keyless fast path, per topic
         self._keep_futures = self._accumulator.keep_futures
@@ -556,9 +567,15 @@ class Producer:
             partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
         _check_record(topic, partition, timestamp_ms)
         config = self.config
-        key_bytes = _serialize(config.key_serializer, key, "key")
-        value_bytes = _serialize(config.value_serializer, value, "value")
         header_list = _headers(headers)
+        if self._plain_serializers:
+            key_bytes = _serialize(config.key_serializer, key, "key", topic, partition)
+            value_bytes = _serialize(config.value_serializer, value, "value", topic, partition)
+        else:
+            key_bytes, value_bytes = await self._serialize(
+                topic, partition, key, value, header_list
+            )
+            self._check_open()
         size = BatchBuilder.estimate_size_in_bytes(key_bytes, value_bytes, header_list)
         if size > config.max_request_size or size > config.buffer_memory:
             raise RecordTooLargeError(
@@ -635,6 +652,29 @@ class Producer:
         if result.batch_full:
             self._batch_full(result.batch.tp)
         return result.future
+
+    async def _serialize(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> tuple[bytes | None, bytes | None]:
+        """Key and value through serializers of any shape (awaited here, in the caller's
+        task): the general path of `_enqueue` when one is async or takes a context."""
+        config = self.config
+        out: list[bytes | None] = []
+        for codec, serializer, data, field in (
+            (self._key_codec, config.key_serializer, key, "key"),
+            (self._value_codec, config.value_serializer, value, "value"),
+        ):
+            if codec is None:
+                out.append(_serialize(serializer, data, field, topic, partition))
+            else:
+                ctx = SerializationContext(topic, field, partition, None, headers)
+                out.append(await serde_serialize(codec, data, ctx))
+        return out[0], out[1]
 
     def _open_fast_path(
         self, topic: str, partition: int, version: int, batch: ProducerBatch
@@ -939,21 +979,32 @@ def _check_record(topic: Any, partition: Any, timestamp_ms: Any) -> None:
         )
 
 
-def _serialize(serializer: Any, data: Any, what: str) -> bytes | None:
+def _codec(serializer: Any, field: str) -> FieldCodec | None:
+    """None for no serializer or a plain one (called inline by `_serialize`)."""
+    if serializer is None:
+        return None
+    codec = FieldCodec(serializer, field, deserializer=False)
+    return None if codec.plain else codec
+
+
+def _serialize(
+    serializer: Any, data: Any, field: str, topic: str, partition: int | None
+) -> bytes | None:
+    """A key or value through a plain serializer (or none)."""
     if data is None:
         return None
-    if serializer is not None:
+    if serializer is None:
+        if type(data) is bytes:
+            return data
+        return to_bytes(data, field, topic, False)
+    try:
         data = serializer(data)
-        if data is None:
-            return None
-    if isinstance(data, bytes):
+    except Exception as exc:
+        ctx = SerializationContext(topic, field, partition)
+        raise located(exc, ctx, "serializer") from exc
+    if type(data) is bytes or data is None:
         return data
-    if isinstance(data, _BYTES):
-        return bytes(data)
-    raise KafkaConfigError(
-        f"the record's {what} is {type(data).__name__}, not bytes: pass bytes or set "
-        f"{what}_serializer"
-    )
+    return to_bytes(data, field, topic, True)
 
 
 def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:

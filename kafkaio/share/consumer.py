@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -36,6 +36,7 @@ from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
+from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize, located
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
 from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutError
@@ -43,6 +44,11 @@ from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import MemberState, ShareMembershipManager
 from kafkaio.share.record import ShareRecord
 from kafkaio.validate import check_bool, check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ShareConsumerOptions
 
 log = logging.getLogger("kafkaio.share")
 
@@ -74,7 +80,7 @@ class ShareConsumer:
         bootstrap_servers: str | Sequence[str],
         group_id: str,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ShareConsumerOptions],
     ) -> None:
         if not topics:
             raise KafkaConfigError("ShareConsumer needs at least one topic to subscribe to")
@@ -143,6 +149,7 @@ class ShareConsumer:
             ),
         )
         self._delivered: list[ShareRecord[Any, Any]] = []  # returned by the last poll
+        self._codecs: dict[str, FieldCodec] = {}  # key/value deserializers, as called
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
         self._driver: NetworkDriver | None = None
@@ -331,7 +338,7 @@ class ShareConsumer:
             self._raise_background()
             records = self._fetcher.drain(limit, now_ms())
             if records:
-                self._delivered = [self._bind(r) for r in records]
+                self._delivered = [await self._bind(r) for r in records]
                 self._m.records_consumed.record(len(records), now)
                 return list(self._delivered)
             remaining = deadline - anyio.current_time()
@@ -418,11 +425,27 @@ class ShareConsumer:
         self._driver.check()
         return self._driver
 
-    def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
-        if self.config.key_deserializer is not None:
-            record.key = self.config.key_deserializer(record.key)
-        if self.config.value_deserializer is not None:
-            record.value = self.config.value_deserializer(record.value)
+    async def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
+        """Deserialize (deserializers of any shape, awaited here) and attach the acker."""
+        config = self.config
+        for field, deserializer in (
+            ("key", config.key_deserializer),
+            ("value", config.value_deserializer),
+        ):
+            if deserializer is None:
+                continue
+            codec = self._codecs.get(field)
+            if codec is None:
+                codec = self._codecs[field] = FieldCodec(deserializer, field, deserializer=True)
+            data = getattr(record, field)
+            ctx = SerializationContext(
+                record.topic, field, record.partition, record.offset, record.headers
+            )
+            try:
+                value = codec.fn(data) if codec.plain else await deserialize(codec, data, ctx)
+            except Exception as exc:
+                raise located(exc, ctx, "deserializer") from exc
+            setattr(record, field, value)
         record._acknowledger = self.acknowledge
         return record
 

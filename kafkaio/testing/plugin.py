@@ -189,6 +189,26 @@ def kafka_broker(request: pytest.FixtureRequest) -> BrokerInfo:
     return info
 
 
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """The URL of a Confluent-compatible Schema Registry shared by the session: the one named
+    by KAFKAIO_TEST_SCHEMA_REGISTRY_URL, else Apicurio Registry on a loopback port (built by
+    ``make schema-registry``; skipped, with the reason, where Java or the jar is missing)."""
+    import os
+
+    from kafkaio.testing.schema_registry import URL_ENV, ApicurioRegistry, unavailable_reason
+
+    url = os.environ.get(URL_ENV)
+    if url:
+        yield url
+        return
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"Schema Registry unavailable: {reason}")
+    with ApicurioRegistry() as registry:
+        yield registry.url
+
+
 @pytest.fixture
 def unique_topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses: ``kafkaio-<test name>-<8 hex digits>``."""

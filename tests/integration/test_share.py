@@ -391,3 +391,32 @@ async def test_poll_after_leaving_async_for_accepts_what_it_handed_out(
     # records stayed unacknowledged and came back)
     assert sorted(seen + [r.offset for r in rest + more]) == list(range(20))
     assert left == []
+
+
+async def test_async_and_context_deserializers(share_mock: ShareMock) -> None:
+    """Share consumers take the same deserializer shapes as Consumer: async functions and
+    kafkaio.serde.Deserializer objects, awaited in the caller's task."""
+    from kafkaio.serde import Deserializer, SerializationContext
+
+    class Located(Deserializer[str]):
+        async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> str:
+            return f"{ctx.topic}/{ctx.partition}@{ctx.offset}"
+
+    async def tens(data: bytes | None) -> int:
+        assert data is not None
+        return int(data) * 10
+
+    await share_mock.produce("typed", 3)
+    with anyio.fail_after(20):
+        async with ShareConsumer(
+            "typed",
+            bootstrap_servers=share_mock.bootstrap,
+            group_id="typed",
+            key_deserializer=Located(),
+            value_deserializer=tens,
+        ) as consumer:
+            got: list[Any] = []
+            while len(got) < 3:
+                got += await consumer.poll(timeout_ms=1000)
+    assert sorted(r.key for r in got) == ["typed/0@0", "typed/0@1", "typed/0@2"]
+    assert sorted(r.value for r in got) == [0, 10, 20]

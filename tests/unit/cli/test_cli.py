@@ -241,3 +241,46 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for command in ("produce", "consume", "topics", "groups", "cluster", "broker", "bench"):
         assert command in out
+
+
+def test_kcat_offsets_and_dash_x_settings_parse() -> None:
+    import argparse
+
+    from kafkaio.cli.consume import Start, parse_offset
+    from kafkaio.cli.settings import split_settings
+
+    assert parse_offset("beginning") == Start("beginning")
+    assert parse_offset("END") == Start("end")
+    assert parse_offset("stored") == Start("stored")
+    assert parse_offset("42") == Start("offset", 42)
+    assert parse_offset("-3") == Start("relative", -3)
+    assert parse_offset("s@1700000000000") == Start("timestamp", 1700000000000)
+    for bad in ("s@x", "yesterday", "e@5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_offset(bad)
+    connection, own = split_settings(
+        ["linger.ms=20", "client.id=x", "enable-idempotence=false", "acks=all", "ratio=0.5",
+         "ssl_context=none"]
+    )
+    assert connection == {"client_id": "x", "ssl_context": None}
+    assert own == {"linger_ms": 20, "enable_idempotence": False, "acks": "all", "ratio": 0.5}
+    with pytest.raises(KafkaConfigError, match="expected KEY=VALUE"):
+        split_settings(["linger.ms"])
+
+
+def test_json_input_base64_values_are_the_bytes_they_encode() -> None:
+    line = json.dumps(
+        {
+            "key": {"base64": base64.b64encode(b"\xff\x00").decode()},
+            "value": {"base64": base64.b64encode(b"\x80bin").decode()},
+            "headers": [["h", {"base64": base64.b64encode(b"\xfe").decode()}], ["t", "ok"]],
+        }
+    ).encode()
+    (record,) = parse_lines(line + b"\n", fmt="json", key_separator=None, headers=[])
+    assert (record.key, record.value) == (b"\xff\x00", b"\x80bin")
+    assert record.headers == [("h", b"\xfe"), ("t", b"ok")]
+    (other,) = parse_lines(b'{"value": {"base64": "x", "more": 1}}\n', fmt="json",
+                           key_separator=None, headers=[])
+    assert json.loads(other.value or b"") == {"base64": "x", "more": 1}  # not the bytes form
+    with pytest.raises(KafkaConfigError, match="not valid base64"):
+        parse_lines(b'{"value": {"base64": "%%%"}}\n', fmt="json", key_separator=None, headers=[])
