@@ -36,6 +36,7 @@ class ConnectionOptions(TypedDict, total=False):
     sasl_plain_username: str | None
     sasl_plain_password: str | None
     sasl_oauth_token_provider: TokenProvider | None
+    sasl_scram_max_iterations: int
 
 
 class ProducerOptions(ConnectionOptions, total=False):
