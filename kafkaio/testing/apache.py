@@ -62,6 +62,7 @@ _CLASSPATH_MAIN = "kafka.Kafka"
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 _REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 _ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _JVM_OPTIONS = (
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
@@ -285,6 +286,7 @@ class KafkaNode:
     port: int
     controller_port: int
     directory: Path
+    sasl_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
 
@@ -368,6 +370,12 @@ class ApacheKafka:
     ``directory`` holds one sub-directory per node (server.properties, server.log,
     stdout.log, data/); by default a temporary directory deleted by ``stop()`` unless
     ``keep_directory``; a given ``directory`` keeps the logs and loses only data/.
+
+    Clients connect to the PLAINTEXT listener (``bootstrap``) as the super user
+    ``User:ANONYMOUS``. With ``sasl_users`` ({name: password}), a SASL_PLAINTEXT listener
+    (``bootstrap_for("SASL_PLAINTEXT")``) also accepts those users with PLAIN, SCRAM-SHA-256
+    and SCRAM-SHA-512; they are ordinary users, subject to ACLs (the standard authorizer
+    runs, and allows what no ACL mentions).
     """
 
     def __init__(
@@ -380,9 +388,17 @@ class ApacheKafka:
         config: Mapping[str, str] | None = None,
         start_timeout: float = 120.0,
         keep_directory: bool = False,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, not {brokers}")
+        self.sasl_users = dict(sasl_users or {})
+        for name, password in self.sasl_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", name + password):
+                raise ValueError(
+                    f"SASL user {name!r}: names and passwords may hold only letters, digits "
+                    "and ._- (they are written into JAAS and storage-tool arguments)"
+                )
         self.brokers = brokers
         self.version = version
         self.heap_mb = heap_mb or (1024 if brokers == 1 else 768)
@@ -409,6 +425,17 @@ class ApacheKafka:
         if not self.nodes:
             raise KafkaConnectionError("ApacheKafka has no ports yet; call start() first")
         return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def bootstrap_for(self, listener: str = "PLAINTEXT") -> str:
+        """The bootstrap list of a listener: "PLAINTEXT", or "SASL_PLAINTEXT" (sasl_users)."""
+        if listener == "PLAINTEXT":
+            return self.bootstrap
+        if listener != "SASL_PLAINTEXT" or not self.sasl_users:
+            known = "PLAINTEXT, SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
+            raise ValueError(f"no {listener} listener; this cluster has {known}")
+        if not self.nodes:
+            raise KafkaConnectionError("ApacheKafka has no ports yet; call start() first")
+        return ",".join(f"127.0.0.1:{node.sasl_port}" for node in self.nodes.values())
 
     @property
     def libs(self) -> Path:
@@ -731,24 +758,45 @@ class ApacheKafka:
             directory = self.directory / f"broker{node_id}"
             shutil.rmtree(directory / "data", ignore_errors=True)
             directory.mkdir(parents=True, exist_ok=True)
-            self.nodes[node_id] = KafkaNode(node_id, port(), port(), directory)
+            sasl_port = port() if self.sasl_users else None
+            self.nodes[node_id] = KafkaNode(node_id, port(), port(), directory, sasl_port)
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
         for node in self.nodes.values():
+            listeners = {"PLAINTEXT": node.port}
+            if node.sasl_port is not None:
+                listeners["SASL_PLAINTEXT"] = node.sasl_port
+            advertised = ",".join(f"{name}://127.0.0.1:{p}" for name, p in listeners.items())
             settings = {
                 "process.roles": "broker,controller",
                 "node.id": str(node.node_id),
                 "controller.quorum.voters": voters,
-                "listeners": (
-                    f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
-                ),
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                "listeners": f"{advertised},CONTROLLER://127.0.0.1:{node.controller_port}",
+                "advertised.listeners": advertised,
                 "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": ",".join(
+                    [*(f"{name}:{name}" for name in listeners), "CONTROLLER:PLAINTEXT"]
+                ),
                 "inter.broker.listener.name": "PLAINTEXT",
                 "log.dirs": str(node.data_dir),
-            } | self.config
+            }
+            settings |= self._sasl_config() | self.config
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
             (node.directory / "log4j2.properties").write_text(_LOG4J2.format(log=node.log_path))
+
+    def _sasl_config(self) -> dict[str, str]:
+        if not self.sasl_users:
+            return {}
+        prefix = "listener.name.sasl_plaintext."
+        plain_users = " ".join(f'user_{n}="{p}"' for n, p in self.sasl_users.items())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": ",".join(_SASL_MECHANISMS),
+            f"{prefix}plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+            f"{prefix}scram-sha-256.sasl.jaas.config": scram,
+            f"{prefix}scram-sha-512.sasl.jaas.config": scram,
+        }
 
     def _java(self, heap_mb: int, *args: str) -> list[str]:
         java = find_java()
@@ -769,6 +817,15 @@ class ApacheKafka:
                 self.cluster_id,
                 "-c",
                 str(node.config_path),
+                *(
+                    argument
+                    for name, password in self.sasl_users.items()
+                    for mechanism in _SASL_MECHANISMS[1:]
+                    for argument in (
+                        "--add-scram",
+                        f"{mechanism}=[name={name},password={password}]",
+                    )
+                ),
             )
             processes.append(
                 (node, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from kafkaio.testing.tansu import TansuBroker
 
 BROKER_NAMES = ("tansu", "mock", "kafka", "external")
+# The user Apache Kafka's SASL_PLAINTEXT listener accepts (PLAIN, SCRAM-SHA-256/512).
+SASL_USERS = {"alice": "alice-secret"}
 _TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 
@@ -144,7 +146,8 @@ def _start_apache(brokers: int, tmp_path_factory: pytest.TempPathFactory) -> Bro
     if reason is not None:
         pytest.skip(f"Apache Kafka unavailable: {reason}")
     name = "apache-kafka" if brokers == 1 else f"apache-kafka-{brokers}-brokers"
-    cluster = ApacheKafka(brokers, directory=tmp_path_factory.mktemp(name)).start()
+    directory = tmp_path_factory.mktemp(name)
+    cluster = ApacheKafka(brokers, directory=directory, sasl_users=SASL_USERS).start()
     extra = {"exact_end_offsets"}
     if brokers > 1:
         extra.add("multi_broker")
@@ -166,8 +169,9 @@ def _stop_apache(info: BrokerInfo) -> None:
 def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerInfo]:
     """Apache Kafka (the Maven-fetched broker, KRaft, one node) shared by the session.
 
-    ``.apache`` is its ApacheKafka handle. Skipped with the reason when Java 17+ is
-    missing, or Maven is missing and the jars are not cached.
+    ``.apache`` is its ApacheKafka handle; ``.apache.bootstrap_for("SASL_PLAINTEXT")`` is a
+    listener where the users of ``SASL_USERS`` log in. Skipped with the reason when Java
+    17+ is missing, or Maven is missing and the jars are not cached.
     """
     info = _start_apache(1, tmp_path_factory)
     try:

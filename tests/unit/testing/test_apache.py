@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkaio.errors import KafkaConnectionError
 from kafkaio.testing import ApacheKafka, BrokerStartError, apache
 
 
@@ -157,3 +158,34 @@ def test_one_node_has_replication_one() -> None:
     assert cluster.heap_mb == 1024 and ApacheKafka(3).heap_mb == 768
     with pytest.raises(ValueError, match="at least 1"):
         ApacheKafka(0)
+
+
+def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_and_scram(tmp_path: Path) -> None:
+    cluster = ApacheKafka(1, directory=tmp_path, sasl_users={"alice": "alice-secret"})
+    with pytest.raises(KafkaConnectionError, match="start"):
+        cluster.bootstrap_for("SASL_PLAINTEXT")
+    cluster._prepare_nodes()
+    node = cluster.nodes[1]
+    assert node.sasl_port is not None and node.sasl_port not in (node.port, node.controller_port)
+    assert cluster.bootstrap_for("SASL_PLAINTEXT") == f"127.0.0.1:{node.sasl_port}"
+    assert cluster.bootstrap_for("PLAINTEXT") == cluster.bootstrap
+    config = _properties(node.config_path)
+    assert config["advertised.listeners"] == (
+        f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+    )
+    assert config["listener.security.protocol.map"] == (
+        "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+    )
+    assert config["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert (
+        'user_alice="alice-secret"' in config["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    )
+    with pytest.raises(ValueError, match="no SSL listener"):
+        cluster.bootstrap_for("SSL")
+    with pytest.raises(ValueError, match="letters, digits"):
+        ApacheKafka(1, sasl_users={"bob": 'say "hi"'})
+    plain = ApacheKafka(1, directory=tmp_path / "plain")
+    plain._prepare_nodes()
+    assert "SASL" not in _properties(plain.nodes[1].config_path)["listeners"]
+    with pytest.raises(ValueError, match="no SASL_PLAINTEXT listener; this cluster has PLAINTEXT"):
+        plain.bootstrap_for("SASL_PLAINTEXT")
