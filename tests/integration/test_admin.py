@@ -190,22 +190,24 @@ async def test_group_offsets_list_alter_lag_and_delete_group(
 
 
 async def test_alter_offsets_of_an_active_group_fails_per_partition(
-    tansu_broker: BrokerInfo, unique_topic: str
+    kafka_broker: BrokerInfo, unique_topic: str
 ) -> None:
     """Java's rule: offsets of a group with members cannot be altered from outside."""
     from aiokafka import AIOKafkaConsumer
 
+    kafka_broker.skip_unless("create_topics", "group_admin")
+
     group = unique_topic + "-active"
     with anyio.fail_after(30):
-        await tansu_broker.create_topic(unique_topic, 1)
+        await kafka_broker.create_topic(unique_topic, 1)
         consumer = AIOKafkaConsumer(
-            unique_topic, bootstrap_servers=tansu_broker.bootstrap, group_id=group
+            unique_topic, bootstrap_servers=kafka_broker.bootstrap, group_id=group
         )
         await consumer.start()
         try:
             await consumer.getmany(timeout_ms=6000)  # joins the group (about 5 s on Tansu)
             assert consumer.assignment()
-            async with Admin(tansu_broker.bootstrap) as admin:
+            async with Admin(kafka_broker.bootstrap) as admin:
                 described = (await admin.describe_groups([group]))[group]
                 assert described.error is None and described.state == "Stable"
                 assert len(described.members) == 1
@@ -216,13 +218,14 @@ async def test_alter_offsets_of_an_active_group_fails_per_partition(
 
 
 async def test_alter_group_offsets_reports_a_missing_topic_per_partition(
-    tansu_broker: BrokerInfo, unique_topic: str
+    kafka_broker: BrokerInfo, unique_topic: str
 ) -> None:
     """Java's rule: UNKNOWN_TOPIC_OR_PARTITION fails that partition; the others commit."""
+    kafka_broker.skip_unless("create_topics")
     group, missing = unique_topic + "-g", TP(unique_topic + "-missing", 0)
     with anyio.fail_after(20):
-        await tansu_broker.create_topic(unique_topic, 1)
-        async with Admin(tansu_broker.bootstrap, default_api_timeout_ms=10_000) as admin:
+        await kafka_broker.create_topic(unique_topic, 1)
+        async with Admin(kafka_broker.bootstrap, default_api_timeout_ms=10_000) as admin:
             result = await admin.alter_group_offsets(group, {TP(unique_topic, 0): 0, missing: 0})
             assert result[TP(unique_topic, 0)] is None
             assert isinstance(result[missing], UnknownTopicOrPartitionError)
@@ -282,13 +285,22 @@ async def test_list_offsets_earliest_latest_and_timestamps(
             assert newest[tps[1]].offset == 11
 
 
+@pytest.fixture(params=["mock", "kafka"])
+def three_brokers(request: pytest.FixtureRequest) -> BrokerInfo:
+    """The session's 3-broker mock cluster, or three Apache Kafka brokers."""
+    broker: BrokerInfo = request.getfixturevalue(
+        "mock_cluster" if request.param == "mock" else "kafka_cluster"
+    )
+    return broker
+
+
 async def test_list_offsets_spans_leaders_and_reports_unknown_partitions(
-    mock_cluster: BrokerInfo, unique_topic: str
+    three_brokers: BrokerInfo, unique_topic: str
 ) -> None:
     """Partitions led by three brokers in one call; bad partitions fail per item."""
     with anyio.fail_after(20):
-        await mock_cluster.create_topic(unique_topic, 6)
-        async with Admin(mock_cluster.bootstrap, default_api_timeout_ms=5000) as admin:
+        await three_brokers.create_topic(unique_topic, 6)
+        async with Admin(three_brokers.bootstrap, default_api_timeout_ms=5000) as admin:
             await produce(admin, unique_topic, 4, [3], int(time.time() * 1000))
             info = (await admin.describe_topics([unique_topic]))[unique_topic]
             assert len({p.leader for p in info.partitions}) > 1
