@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kafkaio.errors import KafkaConfigError
-from kafkaio.testing import BrokerInfo, MockClusterError
+from kafkaio.testing import FEATURES, BrokerInfo, MockClusterError
 from kafkaio.testing._probe import api_versions, parse_bootstrap
 
 pytestmark = pytest.mark.integration
@@ -108,6 +108,13 @@ async def test_broker_info_describes_the_broker(kafka_broker: BrokerInfo) -> Non
     assert "consumer_groups" in kafka_broker.features
     with pytest.raises(KafkaConfigError, match="unknown broker feature 'no_such_feature'"):
         kafka_broker.has("no_such_feature")
+
+
+def test_apache_kafka_has_every_feature_the_suite_asks_for(apache_kafka: BrokerInfo) -> None:
+    missing = {"telemetry", "fault_injection", "multi_broker"}  # no metrics plugin; one node
+    assert apache_kafka.features == FEATURES - missing
+    assert apache_kafka.api_versions[68] == (0, 1)  # ConsumerGroupHeartbeat (KIP-848)
+    assert apache_kafka.api_versions[76] == (1, 1)  # ShareGroupHeartbeat v1 (KIP-932 GA)
 
 
 def test_features_match_what_each_broker_advertises(
