@@ -32,8 +32,9 @@ accel: $(ACCEL_STAMP)
 accel-clean:
 	rm -f kafkaio/*/*.so $(ACCEL_STAMP)
 
-# Apache Kafka's jars for the tests, fetched by Maven into ~/.cache/kafkaio (quick when cached;
-# without Java 17+ or Maven it says why and the Apache Kafka tests skip with that reason).
+# Apache Kafka's jars for the tests, fetched by Maven into ~/.cache/kafkaio, and the broker's
+# class-data-sharing archive (quicker broker starts); quick when cached. Without Java 17+ or
+# Maven it says why and the Apache Kafka tests skip with that reason.
 kafka-jars: $(STAMP)
 	$(PY) -m kafkaio.testing fetch-kafka --if-possible
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from kafkaio.testing.apache import (
     KAFKA_VERSION,
     ApacheKafka,
+    build_class_archive,
     fetch_jars,
     jars_cached,
     unavailable_reason,
@@ -32,6 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="when Java 17+ or Maven is missing, say why and exit 0 (the tests then skip)",
     )
+    fetch.add_argument(
+        "--no-class-archive",
+        action="store_true",
+        help="do not record the broker's class-data-sharing archive (faster starts)",
+    )
     run = commands.add_parser("run-kafka", help="run a cluster on 127.0.0.1 until Ctrl-C")
     run.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
     args = parser.parse_args(argv)
@@ -45,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         libs = fetch_jars(args.version)
         took = "" if cached else f" (fetched in {time.monotonic() - began:.1f} s)"
         print(f"Apache Kafka {args.version}: {libs}{took}")
+        if not args.no_class_archive:
+            build_class_archive(args.version)
         return 0
     with ApacheKafka(args.brokers, version=args.version, keep_directory=True) as cluster:
         print(f"bootstrap {cluster.bootstrap} (started in {cluster.start_seconds or 0:.1f} s)")

@@ -47,6 +47,7 @@ __all__ = [
     "KAFKA_VERSION",
     "ApacheKafka",
     "KafkaNode",
+    "build_class_archive",
     "fetch_jars",
     "jars_cached",
     "kafka_home",
@@ -167,15 +168,20 @@ def find_maven() -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
-def java_major_version(java: str) -> int | None:
-    """The major version ``java -version`` reports (8 for "1.8.0"), or None if it does not run."""
+def _java_version_text(java: str) -> str | None:
     try:
         done = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    found = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr + done.stdout)
+    return done.stderr + done.stdout
+
+
+def java_major_version(java: str) -> int | None:
+    """The major version ``java -version`` reports (8 for "1.8.0"), or None if it does not run."""
+    text = _java_version_text(java)
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', text or "")
     if found is None:
         return None
     major = int(found.group(1))
@@ -262,9 +268,52 @@ def fetch_jars(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
                 f"{' '.join(command)}):\n{output}"
             )
         shutil.rmtree(libs, ignore_errors=True)
+        for stale in home.glob("broker-*.jsa"):  # class archives of the old jars
+            stale.unlink()
         staging.rename(libs)
         (home / "libs.complete").write_text(_stamp_text(version))
     return libs
+
+
+def class_archive_path(version: str = KAFKA_VERSION) -> Path | None:
+    """Where the broker's class-data-sharing archive for this Java and these jars lives
+    (None when Java cannot be found). See ``build_class_archive``."""
+    java = find_java()
+    text = _java_version_text(java) if java is not None else None
+    if text is None:
+        return None
+    key = hashlib.sha256(f"{java}\n{text}\n{_stamp_text(version)}".encode())
+    return kafka_home(version) / f"broker-{key.hexdigest()[:16]}.jsa"
+
+
+def build_class_archive(version: str = KAFKA_VERSION) -> Path | None:
+    """Record the classes a broker loads into a class-data-sharing archive (JDK 13+
+    ``-XX:ArchiveClassesAtExit``) next to the jars, once: later brokers map it instead of
+    loading and verifying those classes, which cuts a node's start-up CPU by about a third.
+
+    Starts and cleanly stops one broker (a few seconds); returns the archive, or None when
+    Java is missing or the JVM wrote none. ``make kafka-jars`` calls it; brokers started
+    without it work the same, only slower to start.
+    """
+    archive = class_archive_path(version)
+    if archive is None or archive.exists():
+        return archive
+    with _file_lock(kafka_home(version) / ".lock"):
+        if archive.exists():
+            return archive
+        partial = archive.with_name(f"{archive.stem}-{os.getpid()}.partial")
+        cluster = ApacheKafka(1, version=version)
+        cluster._class_archive_options = (f"-XX:ArchiveClassesAtExit={partial}",)
+        try:
+            cluster.start()
+            cluster.shutdown(1)  # the archive is written at a clean exit
+        finally:
+            cluster.stop()
+        if not partial.exists() or partial.stat().st_size == 0:
+            partial.unlink(missing_ok=True)
+            return None
+        partial.rename(archive)
+    return archive
 
 
 def random_kafka_uuid() -> str:
@@ -412,6 +461,7 @@ class ApacheKafka:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.start_seconds: float | None = None
         self._lock = threading.RLock()
+        self._class_archive_options: tuple[str, ...] | None = None  # None: use the archive
 
     # -- properties ---------------------------------------------------------------------
 
@@ -846,8 +896,15 @@ class ApacheKafka:
         return path
 
     def _launch(self, node: KafkaNode) -> None:
+        if self._class_archive_options is None:
+            archive = class_archive_path(self.version)
+            self._class_archive_options = (
+                (f"-XX:SharedArchiveFile={archive}",)
+                if archive is not None and archive.exists()
+                else ()
+            )
         command = [
-            *self._java(self.heap_mb, *_JVM_OPTIONS),
+            *self._java(self.heap_mb, *_JVM_OPTIONS, *self._class_archive_options),
             f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
             _CLASSPATH_MAIN,
             str(node.config_path),

@@ -189,3 +189,32 @@ def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_and_scram(tmp_path:
     assert "SASL" not in _properties(plain.nodes[1].config_path)["listeners"]
     with pytest.raises(ValueError, match="no SASL_PLAINTEXT listener; this cluster has PLAINTEXT"):
         plain.bootstrap_for("SASL_PLAINTEXT")
+
+
+def test_the_class_archive_is_keyed_by_java_and_jars(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    java17 = _script(tmp_path / "java17", "echo 'openjdk version \"17.0.15\"' >&2\n")
+    java21 = _script(tmp_path / "java21", "echo 'openjdk version \"21.0.2\"' >&2\n")
+    monkeypatch.setattr(apache, "find_java", lambda: java17)
+    first = apache.class_archive_path("4.4.0")
+    assert first is not None and first.parent == cache / "apache-kafka-4.4.0"
+    assert first.name.startswith("broker-") and first.suffix == ".jsa"
+    assert apache.class_archive_path("4.4.0") == first
+    assert apache.class_archive_path("4.3.1") != first
+    monkeypatch.setattr(apache, "find_java", lambda: java21)
+    assert apache.class_archive_path("4.4.0") != first
+    monkeypatch.setattr(apache, "find_java", lambda: None)
+    assert apache.class_archive_path("4.4.0") is None
+    assert apache.build_class_archive("4.4.0") is None
+
+
+def test_fetching_new_jars_drops_the_old_class_archives(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(apache, "find_maven", lambda: _script(tmp_path / "mvn", FAKE_MAVEN))
+    home = cache / "apache-kafka-4.3.1"
+    home.mkdir(parents=True)
+    (home / "broker-0123456789abcdef.jsa").write_bytes(b"old")
+    apache.fetch_jars("4.3.1")
+    assert not list(home.glob("*.jsa"))
