@@ -36,9 +36,9 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
+from kafkaio.testing._lifecycle import StartStop
 from kafkaio.testing._probe import MetadataAnswer, api_versions, free_loopback_port, metadata
 from kafkaio.testing._process import die_with_parent
 from kafkaio.testing.errors import BrokerStartError
@@ -409,7 +409,7 @@ def live_clusters() -> list[ApacheKafka]:
     return list(_LIVE)
 
 
-class ApacheKafka:
+class ApacheKafka(StartStop):
     """``brokers`` Apache Kafka nodes in KRaft combined mode (broker ids 1..N) on 127.0.0.1.
 
     Every node is a voter of the controller quorum, so a cluster of 3 keeps working with one
@@ -557,17 +557,6 @@ class ApacheKafka:
             self._kill_all()
             _LIVE.discard(self)
             self._remove_data()
-
-    def __enter__(self) -> ApacheKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- faults ---------------------------------------------------------------------------
 

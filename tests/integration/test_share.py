@@ -39,6 +39,14 @@ SHARE_FETCH = 78
 EARLIEST = 1
 
 
+async def _produce_numbered(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    """Records b"0", b"1", ... spread round-robin over the partitions."""
+    async with kafkaio.Producer(bootstrap, linger_ms=5) as producer:
+        for i in range(count):
+            await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
+        await producer.flush()
+
+
 class ShareMock:
     """An in-process mock cluster plus the share-group knobs the shared fixtures lack."""
 
@@ -114,10 +122,7 @@ class ShareMock:
 
     async def produce(self, topic: str, count: int, partitions: int = 1) -> None:
         self.cluster.create_topic(topic, partitions)
-        async with kafkaio.Producer(self.bootstrap, linger_ms=5) as producer:
-            for i in range(count):
-                await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
-            await producer.flush()
+        await _produce_numbered(self.bootstrap, topic, count, partitions)
 
 
 class ShareKafka:
@@ -150,10 +155,7 @@ class ShareKafka:
 
     async def produce(self, topic: str, count: int, partitions: int = 1) -> None:
         await self.broker.create_topic(topic, partitions)
-        async with kafkaio.Producer(self.bootstrap, linger_ms=5) as producer:
-            for i in range(count):
-                await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
-            await producer.flush()
+        await _produce_numbered(self.bootstrap, topic, count, partitions)
 
 
 ShareBroker = ShareMock | ShareKafka
@@ -181,6 +183,16 @@ async def share_broker(request: pytest.FixtureRequest) -> AsyncIterator[ShareBro
         yield mock
     finally:
         mock.cluster.destroy()
+
+
+async def _topic_and_group(
+    broker: ShareBroker, stem: str, count: int, *, lock_duration_ms: int | None = None
+) -> tuple[str, str]:
+    """A topic holding ``count`` records and a share group ready to read it from the start."""
+    topic, group = broker.unique(stem), broker.unique(f"{stem}-group")
+    await broker.prepare_group(group, lock_duration_ms=lock_duration_ms)
+    await broker.produce(topic, count)
+    return topic, group
 
 
 async def _wait_for_assignment(*consumers: ShareConsumer, size: int = 1) -> None:
@@ -222,9 +234,7 @@ async def test_share_consumer_on_plugin_brokers(
 
 async def test_three_consumers_split_one_partition(share_broker: ShareBroker) -> None:
     total = 10_000
-    topic, group = share_broker.unique("jobs"), share_broker.unique("workers")
-    await share_broker.prepare_group(group)
-    await share_broker.produce(topic, total)
+    topic, group = await _topic_and_group(share_broker, "jobs", total)
     outcomes: list[AckOutcome] = []
     received: dict[str, list[Any]] = {}
     with anyio.fail_after(60):
@@ -276,9 +286,7 @@ async def test_three_consumers_split_one_partition(share_broker: ShareBroker) ->
 
 
 async def test_release_redelivers_and_reject_does_not(share_broker: ShareBroker) -> None:
-    topic, group = share_broker.unique("tasks"), share_broker.unique("g")
-    await share_broker.prepare_group(group)
-    await share_broker.produce(topic, 20)
+    topic, group = await _topic_and_group(share_broker, "tasks", 20)
     seen: list[tuple[int, int]] = []
     with anyio.fail_after(30):
         async with ShareConsumer(
@@ -310,9 +318,7 @@ async def test_release_redelivers_and_reject_does_not(share_broker: ShareBroker)
 async def test_explicit_mode_requires_every_record_acknowledged(
     share_broker: ShareBroker,
 ) -> None:
-    topic, group = share_broker.unique("strict"), share_broker.unique("g")
-    await share_broker.prepare_group(group)
-    await share_broker.produce(topic, 3)
+    topic, group = await _topic_and_group(share_broker, "strict", 3)
     with anyio.fail_after(20):
         async with ShareConsumer(
             topic,
@@ -335,9 +341,7 @@ async def test_explicit_mode_requires_every_record_acknowledged(
 async def test_ack_after_lock_expiry_fails_and_record_comes_back(
     share_broker: ShareBroker,
 ) -> None:
-    topic, group = share_broker.unique("slow"), share_broker.unique("g")
-    await share_broker.prepare_group(group, lock_duration_ms=1000)
-    await share_broker.produce(topic, 3)
+    topic, group = await _topic_and_group(share_broker, "slow", 3, lock_duration_ms=1000)
     with anyio.fail_after(20):
         async with ShareConsumer(
             topic,
@@ -399,9 +403,7 @@ async def test_share_session_lost_resets_epoch_and_redelivers(share_mock: ShareM
 
 
 async def test_close_sends_acks_and_leaves(share_broker: ShareBroker) -> None:
-    topic, group = share_broker.unique("handoff"), share_broker.unique("g")
-    await share_broker.prepare_group(group)
-    await share_broker.produce(topic, 30)
+    topic, group = await _topic_and_group(share_broker, "handoff", 30)
     with anyio.fail_after(20):
         async with ShareConsumer(
             topic, bootstrap_servers=share_broker.bootstrap, group_id=group, max_poll_records=10
@@ -425,9 +427,7 @@ async def test_close_sends_acks_and_leaves(share_broker: ShareBroker) -> None:
 async def test_async_for_accepts_only_the_records_it_handed_out(
     share_broker: ShareBroker,
 ) -> None:
-    topic, group = share_broker.unique("stream"), share_broker.unique("g")
-    await share_broker.prepare_group(group)
-    await share_broker.produce(topic, 20)
+    topic, group = await _topic_and_group(share_broker, "stream", 20)
     with anyio.fail_after(20):
         seen: list[int] = []
         async with ShareConsumer(
@@ -453,9 +453,7 @@ async def test_async_for_accepts_only_the_records_it_handed_out(
 async def test_poll_after_leaving_async_for_accepts_what_it_handed_out(
     share_broker: ShareBroker,
 ) -> None:
-    topic, group = share_broker.unique("mixed"), share_broker.unique("g")
-    await share_broker.prepare_group(group)
-    await share_broker.produce(topic, 20)
+    topic, group = await _topic_and_group(share_broker, "mixed", 20)
     with anyio.fail_after(30):
         async with ShareConsumer(
             topic, bootstrap_servers=share_broker.bootstrap, group_id=group, max_poll_records=10
