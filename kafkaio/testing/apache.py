@@ -542,6 +542,9 @@ class ApacheKafka(StartStop):
                     if attempt == 2 or "Address already in use" not in str(exc):
                         self._remove_data()
                         raise
+                except BaseException:  # interrupted: leave no JVM behind
+                    self.stop()
+                    raise
                 else:
                     self.start_seconds = time.monotonic() - began
                     return self
@@ -606,7 +609,7 @@ class ApacheKafka(StartStop):
                 raise BrokerStartError(f"broker {broker_id} is already running")
             self._launch(node)
             if wait:
-                ids = [n.node_id for n in self.nodes.values() if n.running]
+                ids = [n.node_id for n in self.nodes.values() if n.running and not n.paused]
                 self._wait_ready(ids, time.monotonic() + self.start_timeout)
 
     def restart(self, broker_id: int, *, clean: bool = True) -> None:
@@ -870,7 +873,16 @@ class ApacheKafka(StartStop):
                 (node, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             )
         for node, process in processes:
-            output, _ = process.communicate(timeout=self.start_timeout)
+            try:
+                output, _ = process.communicate(timeout=self.start_timeout)
+            except subprocess.TimeoutExpired:
+                for _, other in processes:
+                    other.kill()
+                    other.wait()
+                raise BrokerStartError(
+                    f"formatting the storage of broker {node.node_id} took more than "
+                    f"{self.start_timeout} s"
+                ) from None
             if process.returncode != 0:
                 raise BrokerStartError(
                     f"formatting the storage of broker {node.node_id} failed "
