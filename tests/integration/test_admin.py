@@ -15,6 +15,7 @@ from kafkaio.admin import (
     Admin,
     AlterConfigOp,
     AlterConfigOpType,
+    ConfigDescription,
     ConfigResource,
     NewTopic,
     OffsetSpec,
@@ -129,17 +130,26 @@ async def test_configs_incremental_alter_is_visible_in_describe(
                 ]
             }
             assert await admin.incremental_alter_configs(changes) == {resource: None}
-            after = await admin.describe_configs([resource], keys=["retention.ms", "segment.ms"])
-            assert {k: e.value for k, e in after[resource].entries.items()} == {
-                "retention.ms": "5555",
-                "segment.ms": "777",
-            }
+            # Apache Kafka: a broker's configs show a change a moment after it is committed
+            await eventually(
+                lambda: admin.describe_configs([resource], keys=["retention.ms", "segment.ms"]),
+                lambda after: (
+                    {k: e.value for k, e in after[resource].entries.items()}
+                    == {"retention.ms": "5555", "segment.ms": "777"}
+                ),
+                what="both changes described",
+            )
             delete = {resource: [AlterConfigOp("segment.ms", op=AlterConfigOpType.DELETE)]}
             assert (await admin.incremental_alter_configs(delete))[resource] is None
-            final = (await admin.describe_configs([resource]))[resource]
-            segment = final.entries.get("segment.ms")  # Apache Kafka lists defaults too
-            assert segment is None or (segment.is_default and segment.value != "777")
-            assert final.entries["retention.ms"].value == "5555"
+
+            def segment_ms_gone(described: dict[ConfigResource, ConfigDescription]) -> bool:
+                segment = described[resource].entries.get("segment.ms")  # Kafka lists defaults
+                return segment is None or (segment.is_default and segment.value != "777")
+
+            final = await eventually(
+                lambda: admin.describe_configs([resource]), segment_ms_gone, what="deleted"
+            )
+            assert final[resource].entries["retention.ms"].value == "5555"
 
 
 async def test_group_offsets_list_alter_lag_and_delete_group(
