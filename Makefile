@@ -11,8 +11,8 @@ ACCEL_STAMP := build/.accel-stamp
 REGISTRY_VERSION := $(shell sed -n 's:.*<apicurio.version>\(.*\)</apicurio.version>.*:\1:p' tools/schema-registry/pom.xml)
 REGISTRY_JAR := $(HOME)/.cache/kafkaio/apicurio-registry-$(REGISTRY_VERSION)/kafkaio-schema-registry-1-runner.jar
 
-.PHONY: install accel accel-clean demo test bench docs lint typecheck dist wheels-check clean \
-	schema-registry
+.PHONY: install accel accel-clean kafka-jars demo test bench docs lint typecheck dist \
+	wheels-check clean schema-registry
 
 # The editable install stays pure Python (KAFKAIO_PURE_PYTHON): `make accel` compiles in place.
 $(STAMP): pyproject.toml setup.py
@@ -38,6 +38,12 @@ accel: $(ACCEL_STAMP)
 accel-clean:
 	rm -f kafkaio/*/*.so $(ACCEL_STAMP)
 
+# Apache Kafka's jars for the tests, fetched by Maven into ~/.cache/kafkaio, and the broker's
+# class-data-sharing archive (quicker broker starts); quick when cached. Without Java 17+ or
+# Maven it says why and the Apache Kafka tests skip with that reason.
+kafka-jars: $(STAMP)
+	$(PY) -m kafkaio.testing fetch-kafka --if-possible
+
 demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
 
@@ -54,7 +60,7 @@ schema-registry:
 	@mkdir -p build
 	@$(MAKE) --no-print-directory $(REGISTRY_JAR)
 
-test: $(ACCEL_STAMP) schema-registry
+test: $(ACCEL_STAMP) kafka-jars schema-registry
 	$(PY) -m pytest -q
 
 bench: $(ACCEL_STAMP)

@@ -385,7 +385,10 @@ class Producer:
         self._wake()
         seconds = self.config.max_block_ms / 1000.0 if timeout is None else timeout
         with anyio.move_on_after(seconds):
-            await result.wait()
+            try:
+                await result.wait()
+            except KafkaError:  # e.g. fenced: reported below, close() goes on
+                pass
         if not result.done:
             log.warning("the abort did not complete within %g s", seconds)
         elif result.error is not None:

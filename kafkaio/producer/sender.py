@@ -431,12 +431,14 @@ class Sender:
         self, batch: ProducerBatch, now: float, cause: BaseException | None = None
     ) -> KafkaTimeoutError:
         why = f"; last error: {cause}" if cause is not None else ""
-        return KafkaTimeoutError(
+        error = KafkaTimeoutError(
             f"{batch.record_count} records for {batch.tp} expired: not delivered within "
             f"delivery_timeout_ms ({self._config.delivery_timeout_ms:g} ms, "
             f"{now - batch.created_ms:.0f} ms since the batch was created){why}. Check that "
             "the topic exists and its leaders are reachable, or raise delivery_timeout_ms"
         )
+        error.__cause__ = cause  # the last error the broker answered, for programs to test
+        return error
 
     # -- shutdown ------------------------------------------------------------------------
 

@@ -1,21 +1,24 @@
-"""Real Kafka-protocol brokers for tests (Tansu, librdkafka's mock cluster, Apache Kafka).
+"""Real Kafka-protocol brokers for tests (Apache Kafka, Tansu, librdkafka's mock cluster).
 
 The pytest plugin (``kafkaio.testing.plugin``) exposes them as fixtures yielding BrokerInfo.
 """
 
 from __future__ import annotations
 
+from kafkaio.testing.apache import ApacheKafka
 from kafkaio.testing.broker_info import FEATURES, BrokerInfo
-from kafkaio.testing.errors import BrokerStartError, ContainerStartError, MockClusterError
+from kafkaio.testing.errors import BrokerStartError, MockClusterError
+from kafkaio.testing.eventually import eventually
 from kafkaio.testing.mockcluster import MockCluster
 from kafkaio.testing.tansu import TansuBroker
 
 __all__ = [
     "FEATURES",
+    "ApacheKafka",
     "BrokerInfo",
     "BrokerStartError",
-    "ContainerStartError",
     "MockCluster",
     "MockClusterError",
     "TansuBroker",
+    "eventually",
 ]

@@ -10,9 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import (
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
 
 if TYPE_CHECKING:
+    from kafkaio.testing.apache import ApacheKafka
     from kafkaio.testing.mockcluster import MockCluster
     from kafkaio.testing.tansu import TansuBroker
 
@@ -108,10 +115,11 @@ def _missing_reason(name: str, feature: str, api_versions: Mapping[int, tuple[in
 class BrokerInfo:
     """A running test broker: its name, bootstrap list and features.
 
-    ``name`` is "tansu", "mock", "kafka" (testcontainers) or "external"; ``api_versions``
+    ``name`` is "tansu", "mock", "kafka" (Apache Kafka) or "external"; ``api_versions``
     is the ApiVersions v0 answer of the first bootstrap broker; ``cluster`` is the
     MockCluster (fault injection) for mock brokers; ``tansu`` the TansuBroker handle for
-    private Tansu brokers (``isolated_tansu_broker``), e.g. to restart it.
+    private Tansu brokers (``isolated_tansu_broker``), e.g. to restart it; ``apache`` the
+    ApacheKafka handle of Apache Kafka brokers (kill, pause, restart brokers, move leaders).
     """
 
     name: str
@@ -120,6 +128,7 @@ class BrokerInfo:
     api_versions: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     cluster: MockCluster | None = None
     tansu: TansuBroker | None = None
+    apache: ApacheKafka | None = None
 
     def has(self, feature: str) -> bool:
         """Whether the broker has ``feature`` (a name from FEATURES; unknown names raise)."""
@@ -145,7 +154,7 @@ class BrokerInfo:
         *,
         timeout: float = 15.0,
     ) -> None:
-        """Create a topic and wait until every partition has a leader.
+        """Create a topic and wait until every partition's leader serves it.
 
         Mock cluster: through librdkafka's mock API (it has no CreateTopics). Other brokers:
         CreateTopics through kafkaio's Admin.
@@ -176,9 +185,40 @@ async def _create_topic_with_admin(
         error = created[name].error
         if error is not None:
             raise KafkaError(f"CreateTopics for {name!r} on {bootstrap} failed: {error}")
-        while True:
-            topic = (await admin.describe_topics([name])).get(name)
-            if topic is not None and not topic.error and len(topic.partitions) == partitions:
-                if all(p.leader is not None and p.leader >= 0 for p in topic.partitions):
-                    return
-            await asyncio.sleep(0.05)
+    await _wait_for_leaders(bootstrap, name, partitions)
+
+
+def _leaders_serving(bootstrap: str, name: str, partitions: int) -> bool:
+    """Whether every partition has a leader that answers ListOffsets for it without error.
+
+    A broker can list a new partition's leader in Metadata a moment before that leader
+    serves it (Apache Kafka answers NOT_LEADER_OR_FOLLOWER meanwhile).
+    """
+    from kafkaio.testing._probe import list_offsets_errors, metadata, parse_bootstrap
+
+    host, port = parse_bootstrap(bootstrap)[0]
+    answer = metadata(host, port, [name])
+    states = answer.topics.get(name, {})
+    if len(states) != partitions or any(s.leader < 0 for s in states.values()):
+        return False
+    by_leader: dict[int, list[int]] = {}
+    for index, state in states.items():
+        by_leader.setdefault(state.leader, []).append(index)
+    for leader, indexes in by_leader.items():
+        if leader not in answer.brokers:
+            return False
+        leader_host, leader_port = answer.brokers[leader]
+        errors = list_offsets_errors(leader_host, leader_port, name, indexes)
+        if any(errors.get(index, -1) != 0 for index in indexes):
+            return False
+    return True
+
+
+async def _wait_for_leaders(bootstrap: str, name: str, partitions: int) -> None:
+    while True:
+        try:
+            if await asyncio.to_thread(_leaders_serving, bootstrap, name, partitions):
+                return
+        except (KafkaConnectionError, KafkaProtocolError):
+            pass
+        await asyncio.sleep(0.05)

@@ -14,7 +14,3 @@ class BrokerStartError(KafkaError):
 
 class MockClusterError(KafkaError):
     """A librdkafka mock-cluster call failed, or the mock-cluster helper process did."""
-
-
-class ContainerStartError(KafkaError):
-    """The Kafka container could not be started; the message says why."""

@@ -6,8 +6,9 @@ Cheap to import: brokers start, and client libraries are imported, only inside f
 from __future__ import annotations
 
 import re
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,9 +16,12 @@ import pytest
 from kafkaio.testing.broker_info import BrokerInfo, features_from_api_versions
 
 if TYPE_CHECKING:
+    from kafkaio.testing.apache import ApacheKafka
     from kafkaio.testing.tansu import TansuBroker
 
 BROKER_NAMES = ("tansu", "mock", "kafka", "external")
+# The user Apache Kafka's SASL_PLAINTEXT listener accepts (PLAIN, SCRAM-SHA-256/512).
+SASL_USERS = {"alice": "alice-secret"}
 _TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 
@@ -135,25 +139,66 @@ def isolated_mock_cluster() -> Iterator[BrokerInfo]:
         _stop_mock(info)
 
 
-@pytest.fixture(scope="session")
-def kafka_container_broker() -> Iterator[BrokerInfo]:
-    """Apache Kafka in a container (testcontainers); skipped when no Docker engine answers."""
-    from kafkaio.testing.external import KafkaContainerBroker, docker_unavailable_reason
+def _start_apache(brokers: int, tmp_path_factory: pytest.TempPathFactory) -> BrokerInfo:
+    from kafkaio.testing.apache import ApacheKafka, unavailable_reason
 
-    reason = docker_unavailable_reason()
+    reason = unavailable_reason()
     if reason is not None:
-        pytest.skip(f"Apache Kafka via testcontainers unavailable: {reason}")
-    container = KafkaContainerBroker().start()
+        pytest.skip(f"Apache Kafka unavailable: {reason}")
+    name = "apache-kafka" if brokers == 1 else f"apache-kafka-{brokers}-brokers"
+    directory = tmp_path_factory.mktemp(name)
+    cluster = ApacheKafka(brokers, directory=directory, sasl_users=SASL_USERS).start()
+    extra = {"exact_end_offsets"}
+    if brokers > 1:
+        extra.add("multi_broker")
+    return BrokerInfo(
+        name="kafka",
+        bootstrap=cluster.bootstrap,
+        features=features_from_api_versions(cluster.api_versions) | extra,
+        api_versions=dict(cluster.api_versions),
+        apache=cluster,
+    )
+
+
+def _stop_apache(info: BrokerInfo) -> None:
+    if info.apache is not None:
+        info.apache.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerInfo]:
+    """Apache Kafka (the Maven-fetched broker, KRaft, one node) shared by the session.
+
+    ``.apache`` is its ApacheKafka handle; ``.apache.bootstrap_for("SASL_PLAINTEXT")`` is a
+    listener where the users of ``SASL_USERS`` log in. Skipped with the reason when Java
+    17+ is missing, or Maven is missing and the jars are not cached.
+    """
+    info = _start_apache(1, tmp_path_factory)
     try:
-        versions = _probe(container.bootstrap)
-        yield BrokerInfo(
-            name="kafka",
-            bootstrap=container.bootstrap,
-            features=features_from_api_versions(versions) | {"exact_end_offsets"},
-            api_versions=versions,
-        )
+        yield info
     finally:
-        container.stop()
+        _stop_apache(info)
+
+
+@pytest.fixture(scope="session")
+def _apache_kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerInfo]:
+    info = _start_apache(3, tmp_path_factory)
+    try:
+        yield info
+    finally:
+        _stop_apache(info)
+
+
+@pytest.fixture
+def kafka_cluster(_apache_kafka_cluster: BrokerInfo) -> Iterator[BrokerInfo]:
+    """A 3-broker Apache Kafka cluster (replication factor 3, min.insync.replicas 2).
+
+    Started once per session; ``.apache`` kills, pauses, resumes, shuts down, restarts
+    brokers and moves leaders. After each test every broker is resumed / started again.
+    """
+    yield _apache_kafka_cluster
+    assert _apache_kafka_cluster.apache is not None
+    _apache_kafka_cluster.apache.heal()
 
 
 @pytest.fixture(scope="session")
@@ -176,14 +221,15 @@ def external_broker() -> BrokerInfo:
 _BROKER_FIXTURES = {
     "tansu": "tansu_broker",
     "mock": "mock_cluster",
-    "kafka": "kafka_container_broker",
+    "kafka": "apache_kafka",
     "external": "external_broker",
 }
 
 
 @pytest.fixture(scope="session", params=BROKER_NAMES)
 def kafka_broker(request: pytest.FixtureRequest) -> BrokerInfo:
-    """Each test broker in turn: "tansu", "mock", "kafka", "external" (last two may skip)."""
+    """Each test broker in turn: "tansu", "mock", "kafka" (Apache Kafka) and "external"
+    (skipped unless KAFKAIO_TEST_BOOTSTRAP is set)."""
     info = request.getfixturevalue(_BROKER_FIXTURES[request.param])
     assert isinstance(info, BrokerInfo)
     return info
@@ -214,3 +260,47 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses: ``kafkaio-<test name>-<8 hex digits>``."""
     stem = _TOPIC_CHARS.sub("-", request.node.name).strip("-.")[:200]
     return f"kafkaio-{stem}-{uuid.uuid4().hex[:8]}"
+
+
+# -- broker logs of failed tests ------------------------------------------------------------
+
+_LOG_SIZES = pytest.StashKey[dict[int, dict[int, int]]]()
+
+
+def _live_apache_clusters() -> list[ApacheKafka]:
+    module = sys.modules.get("kafkaio.testing.apache")  # loaded once a fixture used it
+    return module.live_clusters() if module is not None else []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    item.stash[_LOG_SIZES] = {id(c): c.log_sizes() for c in _live_apache_clusters()}
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    used = [
+        value.apache
+        for value in funcargs.values()
+        if isinstance(value, BrokerInfo) and value.apache is not None
+    ]
+    sizes = item.stash.get(_LOG_SIZES, {})
+    stem = _TOPIC_CHARS.sub("-", f"{item.name}-{report.when}").strip("-.")[:150]
+    stem = re.sub("-{2,}", "-", stem)
+    for cluster in used:
+        if cluster.directory is None:
+            continue
+        saved = cluster.save_logs(
+            cluster.directory / "failed-tests", stem, sizes.get(id(cluster), {})
+        )
+        if saved:
+            lines = "\n".join(str(path) for path in saved)
+            report.sections.append(("Apache Kafka broker logs of this test", lines))

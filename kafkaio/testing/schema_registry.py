@@ -19,8 +19,8 @@ from types import TracebackType
 
 from kafkaio.testing._logfile import LogFile
 from kafkaio.testing._probe import free_loopback_port
+from kafkaio.testing._process import die_with_parent
 from kafkaio.testing.errors import BrokerStartError
-from kafkaio.testing.tansu import _kill_me_when_parent_dies
 
 APICURIO_VERSION = "2.4.2.Final"
 JAR_ENV = "KAFKAIO_SCHEMA_REGISTRY_JAR"
@@ -96,7 +96,7 @@ class ApicurioRegistry:
             stdin=subprocess.DEVNULL,
             stdout=self._log.file,
             stderr=subprocess.STDOUT,
-            preexec_fn=_kill_me_when_parent_dies,  # noqa: PLW1509 - only in the child
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - only in the child
         )
         deadline = started + self.start_timeout
         while time.monotonic() < deadline:

@@ -6,33 +6,22 @@ One process on a free 127.0.0.1 port with in-memory storage; start, stop and res
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
+from kafkaio.testing._lifecycle import StartStop
 from kafkaio.testing._logfile import LogFile
 from kafkaio.testing._probe import api_versions, free_loopback_port
+from kafkaio.testing._process import die_with_parent
 from kafkaio.testing.errors import BrokerStartError
 
-_PR_SET_PDEATHSIG = 1
 _LOG_TAIL_CHARS = 4000
 
 
-def _kill_me_when_parent_dies() -> None:  # runs in the child between fork and exec
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the broker outlives a killed parent
-        pass
-
-
-class TansuBroker:
+class TansuBroker(StartStop):
     """A Tansu 0.6 broker listening on ``127.0.0.1:<port>`` with ``memory://`` storage.
 
     Storage is in memory: ``stop()`` and ``restart()`` lose every topic and record. The
@@ -122,17 +111,6 @@ class TansuBroker:
         self._port = port
         self._launch()
 
-    def __enter__(self) -> TansuBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"TansuBroker(port={self._port}, {state})"
@@ -186,7 +164,7 @@ class TansuBroker:
             stdin=subprocess.DEVNULL,
             stdout=self._log.file,
             stderr=subprocess.STDOUT,
-            preexec_fn=_kill_me_when_parent_dies if main_thread else None,
+            preexec_fn=die_with_parent() if main_thread else None,
         )
         self._wait_until_ready()
 

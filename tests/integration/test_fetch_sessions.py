@@ -1,8 +1,8 @@
 """Fetch sessions (KIP-227) against real brokers: the consumer asks every broker for one; a
 broker that keeps them gets incremental requests and the consumer still reads every record
 once and in order. Tansu 0.6 and librdkafka's mock cluster keep no sessions (they answer
-session id 0), so there the test skips; Apache Kafka (testcontainers or an external cluster)
-runs it. The session state machine itself is tested against a simulated broker in
+session id 0), so there the test skips; Apache Kafka (the `kafka` parameter, or an external
+cluster) runs it. The session state machine itself is tested against a simulated broker in
 tests/unit/consumer/test_fetch_session.py."""
 
 from __future__ import annotations
