@@ -17,6 +17,7 @@ from kafkaio.testing.broker_info import BrokerInfo, features_from_api_versions
 
 if TYPE_CHECKING:
     from kafkaio.testing.apache import ApacheKafka
+    from kafkaio.testing.java import JavaClients
     from kafkaio.testing.tansu import TansuBroker
 
 BROKER_NAMES = ("tansu", "mock", "kafka", "external")
@@ -199,6 +200,21 @@ def kafka_cluster(_apache_kafka_cluster: BrokerInfo) -> Iterator[BrokerInfo]:
     yield _apache_kafka_cluster
     assert _apache_kafka_cluster.apache is not None
     _apache_kafka_cluster.apache.heal()
+
+
+@pytest.fixture(scope="session")
+def java_clients() -> JavaClients:
+    """Apache Kafka's Java client (kafka-clients, the version of the Apache Kafka test
+    broker) as an oracle: see kafkaio.testing.java. Compiled once; skipped with the reason
+    when no JDK (or Maven, with the jars not cached) is here."""
+    from kafkaio.testing.java import JavaClients, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"Java clients unavailable: {reason}")
+    clients = JavaClients()
+    clients.ensure_compiled()
+    return clients
 
 
 @pytest.fixture(scope="session")
