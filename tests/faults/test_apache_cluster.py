@@ -4,7 +4,9 @@ moved by Kafka's own tools, while kafkaio's producer, consumer and groups work. 
 records are never lost or duplicated, and reads stay in order.
 
 The ``kafka_cluster`` fixture starts the brokers once per session and runs every broker
-again after each test, so a test may kill or pause any of them.
+again after each test, so a test may kill or pause any of them. The idempotent producer under
+a killed leader, a group under a killed coordinator and transactions under a killed
+transaction coordinator are in test_apache_faults.py, judged by Java's consumer.
 """
 
 from __future__ import annotations
@@ -71,33 +73,6 @@ async def test_three_brokers_replicate_every_partition_three_times(
         configs = await admin.describe_configs([resource], keys=["min.insync.replicas"])
     assert sorted(b.node_id for b in cluster.brokers) == [1, 2, 3]
     assert configs[resource].entries["min.insync.replicas"].value == "2"
-
-
-async def test_idempotent_producer_loses_and_duplicates_nothing_when_the_leader_is_killed(
-    kafka_cluster: BrokerInfo, unique_topic: str
-) -> None:
-    """kill -9 the leader while records are in flight (acks=all, idempotence): the
-    producer finds the new leader and every record is written once, in order."""
-    apache = _apache(kafka_cluster)
-    await kafka_cluster.create_topic(unique_topic, 1, replication_factor=3)
-    leader = apache.leader(unique_topic)
-    values = [b"record-%05d" % i for i in range(3000)]
-    with anyio.fail_after(GUARD):
-        async with Producer(
-            kafka_cluster.bootstrap, linger_ms=2, batch_size=2048, request_timeout_ms=5000
-        ) as producer:
-            futures = []
-            for i, value in enumerate(values):
-                futures.append(await producer.enqueue(unique_topic, value, partition=0))
-                if i == 1000:
-                    await futures[500]
-                    apache.kill(leader)
-                if i % 100 == 0:
-                    await anyio.sleep(0.01)  # spread the records over the kill
-            metas = [await future for future in futures]
-        assert apache.leader(unique_topic) != leader
-        assert [m.offset for m in metas] == list(range(len(values)))
-        assert await _read_all(kafka_cluster.bootstrap, unique_topic, len(values)) == values
 
 
 async def test_consumer_follows_leader_moves_and_a_clean_shutdown(
@@ -205,44 +180,3 @@ def _wait_for_isr(apache: ApacheKafka, topic: str, isr: list[int], seconds: floa
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-async def test_a_group_goes_on_when_its_coordinator_is_killed(
-    kafka_cluster: BrokerInfo, unique_topic: str, protocol: str
-) -> None:
-    """Kill the broker coordinating a consumer group: the members find the new coordinator,
-    commits go on, and the group reads every record once."""
-    apache = _apache(kafka_cluster)
-    await kafka_cluster.create_topic(unique_topic, 3, replication_factor=3)
-    group = unique_topic + "-g"
-    first = [b"a%03d" % i for i in range(90)]
-    second = [b"b%03d" % i for i in range(90)]
-    options: dict[str, Any] = {"group_protocol": protocol}
-    if protocol == "classic":
-        options |= {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-    with anyio.fail_after(GUARD):
-        async with Producer(kafka_cluster.bootstrap, linger_ms=2) as producer:
-            for i, value in enumerate(first):
-                await producer.enqueue(unique_topic, value, partition=i % 3)
-        async with Consumer(
-            bootstrap_servers=kafka_cluster.bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            **options,
-        ) as consumer:
-            consumer.subscribe([unique_topic])
-            got = await _read(consumer, 90)
-            await consumer.commit()
-            async with Admin(kafka_cluster.bootstrap) as admin:
-                coordinator = (await admin.describe_groups([group]))[group].coordinator
-            assert coordinator in apache.broker_ids
-            apache.kill(coordinator)
-            async with Producer(kafka_cluster.bootstrap, linger_ms=2) as producer:
-                for i, value in enumerate(second):
-                    await producer.enqueue(unique_topic, value, partition=i % 3)
-            got += await _read(consumer, 90)
-            await consumer.commit()
-        async with Admin(kafka_cluster.bootstrap) as admin:
-            committed = await admin.list_group_offsets(group)
-    assert sorted(r.value for r in got) == sorted(first + second)
-    assert {tp.partition: c.offset for tp, c in committed.items()} == {0: 60, 1: 60, 2: 60}
