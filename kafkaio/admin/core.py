@@ -29,6 +29,7 @@ from kafkaio.errors import (
     error_for_code,
 )
 from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
+from kafkaio.metadata.coordinators import CoordinatorType, lookup_request, parse_lookup
 from kafkaio.net.connection import Connection
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.protocol import messages as m
@@ -211,40 +212,18 @@ class AdminCore:
         version = conn.version_for(m.FindCoordinatorRequest)
         batches = [missing] if version >= 4 else [[g] for g in missing]
         for batch in batches:
-            request = m.FindCoordinatorRequest(
-                key=batch[0], key_type=0, coordinator_keys=list(batch)
+            response = await conn.send(
+                lookup_request(CoordinatorType.GROUP, batch), version=version
             )
-            response = await conn.send(request, version=version)
-            if version >= 4:
-                answers = [
-                    (c.key, c.node_id, c.host, c.port, c.error_code, c.error_message)
-                    for c in response.coordinators
-                ]
-            else:
-                answers = [
-                    (
-                        batch[0],
-                        response.node_id,
-                        response.host,
-                        response.port,
-                        response.error_code,
-                        response.error_message,
-                    )
-                ]
-            for key, node_id, host, port, code, message in answers:
-                err = broker_error(code, message, group_id=key)
-                if err is not None:
-                    out[key] = err
+            for key, found in parse_lookup(response, CoordinatorType.GROUP, batch).items():
+                if isinstance(found, KafkaError):
+                    out[key] = found
                     continue
-                self._coordinators[key] = node_id
-                out[key] = node_id
-                if node_id not in self._connections.nodes:
-                    self._extra_nodes[node_id] = (host, port)
+                self._coordinators[key] = found.node_id
+                out[key] = found.node_id
+                if found.node_id not in self._connections.nodes:
+                    self._extra_nodes[found.node_id] = (found.host, found.port)
                     self._publish_nodes()
-        for g in missing:
-            out.setdefault(
-                g, CoordinatorNotAvailableError("FindCoordinator did not answer", group_id=g)
-            )
         return out
 
     def _group_router(self) -> _GroupRouter:
