@@ -501,7 +501,7 @@ class TransactionManager:
         self._in_flight = True
         return PollResult([request])
 
-    def _next_request(self, incomplete: bool) -> UnsentRequest | None:
+    def _next_request(self, incomplete: bool) -> UnsentRequest[Any] | None:
         state, txn = self.state, self._txn
         tid_key = (TRANSACTION_KEY, self.transactional_id)
         if state is S.INITIALIZING:
@@ -536,7 +536,7 @@ class TransactionManager:
         key: CoordinatorKey,
         build: Callable[[], Any],
         handler: Callable[[float, Any, BaseException | None], None],
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         """``build()`` sent to the coordinator for ``key``, or a lookup if it is unknown."""
         coordinator = self._coordinators.get(key)
         if coordinator is None:
@@ -616,7 +616,7 @@ class TransactionManager:
     # -- FindCoordinator -------------------------------------------------------------------
 
     def _on_find_coordinator(
-        self, key: CoordinatorKey, now: float, response: Any, error: BaseException | None
+        self, key: CoordinatorKey, now: float, response: FindCoordinatorResponse, error: BaseException | None
     ) -> None:
         self._in_flight = False
         if error is None:
@@ -663,7 +663,7 @@ class TransactionManager:
             producer_epoch=self._idem.epoch if bump else -1,
         )
 
-    def _on_init(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_init(self, now: float, response: InitProducerIdResponse, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
             assert isinstance(response, InitProducerIdResponse)
@@ -718,7 +718,7 @@ class TransactionManager:
             txn.new[tp] = None
         txn.adding.clear()
 
-    def _on_add_partitions(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_add_partitions(self, now: float, response: AddPartitionsToTxnResponse, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         txn = self._txn
         if error is not None:
@@ -784,7 +784,7 @@ class TransactionManager:
         )
 
     def _on_add_offsets(
-        self, job: _OffsetsJob, now: float, response: Any, error: BaseException | None
+        self, job: _OffsetsJob, now: float, response: AddOffsetsToTxnResponse, error: BaseException | None
     ) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
@@ -825,7 +825,7 @@ class TransactionManager:
         )
 
     def _on_txn_offset_commit(
-        self, job: _OffsetsJob, now: float, response: Any, error: BaseException | None
+        self, job: _OffsetsJob, now: float, response: TxnOffsetCommitResponse, error: BaseException | None
     ) -> None:
         key = (GROUP_KEY, job.group.group_id)
         if error is not None:
@@ -870,7 +870,7 @@ class TransactionManager:
             committed=self.state is S.COMMITTING_TRANSACTION,
         )
 
-    def _on_end_txn(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_end_txn(self, now: float, response: EndTxnResponse, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
             assert isinstance(response, EndTxnResponse)

@@ -55,7 +55,7 @@ class _IdleSender:
     __slots__ = ("request", "wakeup")
 
     def __init__(self) -> None:
-        self.request: UnsentRequest | None = None
+        self.request: UnsentRequest[Any] | None = None
         self.wakeup = Wakeup()
 
 
@@ -105,7 +105,7 @@ class NetworkDriver:
         self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
         # requests a loop callback could neither write nor hand to an idle sender task (a
         # task cannot be started from a callback): the loop dispatches them
-        self._deferred: list[UnsentRequest] = []
+        self._deferred: list[UnsentRequest[Any]] = []
         # per node: requests that took the task path and have not reached their connection
         # yet. While there are any, later requests to the node take that path too, behind
         # them: requests reach a broker in the order the managers made them (the producer
@@ -224,10 +224,10 @@ class NetworkDriver:
             self._dispatch(request)
         return wait
 
-    def _poll_managers(self) -> tuple[list[UnsentRequest], float]:
+    def _poll_managers(self) -> tuple[list[UnsentRequest[Any]], float]:
         now = now_ms()
         wait = math.inf
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         self._publish_extra_nodes()
         for manager in self._managers:
             result = manager.poll(now)
@@ -238,7 +238,7 @@ class NetworkDriver:
         self._publish_metadata()
         return requests, max(wait, 0.0)
 
-    def _poll_after_response(self) -> list[UnsentRequest]:
+    def _poll_after_response(self) -> list[UnsentRequest[Any]]:
         """Poll the managers right after a handler ran; the requests to send now.
 
         Saves the main loop a wake-up per response: new requests start at once, and the
@@ -274,7 +274,7 @@ class NetworkDriver:
             nodes.update(self._published_extra)
         self.connections.update_nodes(nodes)
 
-    def _dispatch(self, request: UnsentRequest) -> None:
+    def _dispatch(self, request: UnsentRequest[Any]) -> None:
         """Write `request` at once if its connection can take it (`_send_now`); else hand
         it to an idle sender task, or start one (a task per request in flight, kept for
         reuse: starting a task costs more than waking one)."""
@@ -282,7 +282,7 @@ class NetworkDriver:
             self._queue(request)
             self._to_task(request)
 
-    def _queue(self, request: UnsentRequest) -> None:
+    def _queue(self, request: UnsentRequest[Any]) -> None:
         """`request` takes the task path: later requests to its node line up behind it."""
         node_id = request.node_id
         if node_id is not None:
@@ -291,13 +291,13 @@ class NetworkDriver:
                 line = self._lines[node_id] = Turns()
             self._turn_of[id(request)] = line.join()
 
-    async def _wait_turn(self, request: UnsentRequest) -> None:
+    async def _wait_turn(self, request: UnsentRequest[Any]) -> None:
         """Wait until the requests queued before `request` to its node have left the line."""
         node_id = request.node_id
         if node_id is not None:
             await self._lines[node_id].wait(self._turn_of[id(request)])
 
-    def _dequeue(self, request: UnsentRequest) -> None:
+    def _dequeue(self, request: UnsentRequest[Any]) -> None:
         """`request` reached its connection (it is written, or waits for an in-flight
         permit in line), or failed before: the next request to its node may go."""
         node_id = request.node_id
@@ -308,7 +308,7 @@ class NetworkDriver:
         if not line:
             del self._lines[node_id]
 
-    def _to_task(self, request: UnsentRequest) -> None:
+    def _to_task(self, request: UnsentRequest[Any]) -> None:
         if self._idle:
             slot = self._idle.pop()
             slot.request = request
@@ -317,7 +317,7 @@ class NetworkDriver:
         assert self._tg is not None
         self._tg.start_soon(self._sender_task, request)
 
-    def _send_now(self, unsent: UnsentRequest) -> bool:
+    def _send_now(self, unsent: UnsentRequest[Any]) -> bool:
         """The fast path of an established asyncio connection: write `unsent` from this call,
         and run its handler from an event-loop callback once the response is read
         (`_on_response`), so neither waits for a sender task to be scheduled. False when
@@ -347,7 +347,7 @@ class NetworkDriver:
             return False  # e.g. a field this version cannot carry: the task path reports it
 
     def _on_response(
-        self, unsent: UnsentRequest, response: Any, error: BaseException | None
+        self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None
     ) -> None:
         """A `_send_now` request's outcome (an event-loop callback, outside any task): run its
         handler and send what the managers want next. Dropped once the driver has stopped
@@ -372,7 +372,7 @@ class NetworkDriver:
                 log.exception("polling the request managers failed; stopping the network task")
                 self._crash(exc)
 
-    async def _sender_task(self, first: UnsentRequest) -> None:
+    async def _sender_task(self, first: UnsentRequest[Any]) -> None:
         """Send requests (and the follow-ups their responses allow) until idle too long."""
         request = first
         while True:
@@ -387,8 +387,8 @@ class NetworkDriver:
                 return
             request = slot.request
 
-    async def _send(self, unsent: UnsentRequest) -> None:
-        request: UnsentRequest | None = unsent
+    async def _send(self, unsent: UnsentRequest[Any]) -> None:
+        request: UnsentRequest[Any] | None = unsent
         while request is not None:
             if not await self._send_one(request):
                 # a failure may come without any wait (no connection): yield before the
@@ -405,7 +405,7 @@ class NetworkDriver:
                 else:
                     self._to_task(follow_up)
 
-    async def _send_one(self, unsent: UnsentRequest) -> bool:
+    async def _send_one(self, unsent: UnsentRequest[Any]) -> bool:
         """Send one request and run its handler; False if it failed."""
         response: Any = None
         error: BaseException | None = None
@@ -445,7 +445,7 @@ class NetworkDriver:
         return error is None
 
     @staticmethod
-    def _version(conn: Connection, unsent: UnsentRequest) -> int:
+    def _version(conn: Connection, unsent: UnsentRequest[Any]) -> int:
         """The version to send `unsent` in on `conn` (its cap applied); raises
         UnsupportedVersionError if the cap is below what the broker speaks."""
         version = conn.version_for(type(unsent.request))
@@ -459,7 +459,7 @@ class NetworkDriver:
                 )
         return version
 
-    def _handle(self, unsent: UnsentRequest, response: Any, error: BaseException | None) -> None:
+    def _handle(self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None) -> None:
         """Run `unsent`'s handler; a handler that raises stops the driver."""
         try:
             unsent.handler(now_ms(), response, error)

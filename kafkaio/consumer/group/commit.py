@@ -229,7 +229,7 @@ class CommitManager:
         self._maybe_auto_commit(now)
         self._maybe_fetch_positions(now)
         coordinator = self._coordinator.coordinator
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         waits = [math.inf]
         if self.auto_commit and self._next_auto_commit_ms is not None:
             waits.append(self._next_auto_commit_ms)
@@ -310,7 +310,7 @@ class CommitManager:
 
     def _commit_request(
         self, now: float, commit: _Commit, coordinator: Coordinator
-    ) -> UnsentRequest | None:
+    ) -> UnsentRequest[Any] | None:
         generation = NO_GENERATION
         if self._subscriptions.has_auto_assignment():
             current = None if self._member is None else self._member.generation_if_stable()
@@ -372,7 +372,7 @@ class CommitManager:
             ],
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetCommitResponse, error: BaseException | None) -> None:
             commit.in_flight = False
             if not commit.handle.done:
                 self._on_commit_response(t, commit, response, error)
@@ -444,7 +444,7 @@ class CommitManager:
 
     # -- OffsetFetch ---------------------------------------------------------------------
 
-    def _fetch_request(self, fetch: _Fetch, coordinator: Coordinator) -> UnsentRequest:
+    def _fetch_request(self, fetch: _Fetch, coordinator: Coordinator) -> UnsentRequest[Any]:
         fetch.in_flight = True
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(fetch.partitions):
@@ -468,7 +468,7 @@ class CommitManager:
             require_stable=self._require_stable,
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetFetchResponse, error: BaseException | None) -> None:
             fetch.in_flight = False
             if not fetch.handle.done:
                 self._on_fetch_response(t, fetch, response, error)

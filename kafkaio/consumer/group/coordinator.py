@@ -12,7 +12,6 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import BrokerResponseError, KafkaError
@@ -140,7 +139,7 @@ class CoordinatorManager:
         request = lookup_request(CoordinatorType.GROUP, [self.group_id])
         return PollResult([UnsentRequest(None, request, self._on_response)])
 
-    def _on_response(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_response(self, now: float, response: FindCoordinatorResponse, error: BaseException | None) -> None:
         self._in_flight = False
         if error is None:
             error = self._apply(now, response)
