@@ -44,15 +44,14 @@ from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, Subsc
 from kafkaio.consumer.topics import SubscribedTopicsManager
 from kafkaio.consumer.validation import PositionValidationManager
 from kafkaio.errors import (
+    ClientClosedError,
     KafkaConfigError,
     KafkaError,
-    KafkaTimeoutError,
     RecordDeserializationError,
 )
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
-    ConnectionHealth,
     GroupHealth,
     HealthSnapshot,
     MetricsRegistry,
@@ -65,7 +64,11 @@ from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.task import ClientTask
+from kafkaio.runtime.shell import (
+    ClientShell,
+    Lifecycle,
+    close_timeout_ms,
+)
 from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
@@ -204,9 +207,19 @@ class Consumer:
         self._data_ready = Wakeup()  # set when records or background events arrive
         self._buffer.on_data = self._notify
         self._background.on_put = self._notify
-        self._driver: NetworkDriver | None = None
+        self._shell = ClientShell(
+            "consumer",
+            bootstrap_servers,
+            conn_config,
+            metadata=self._metadata,
+            managers=self._managers,
+            extra_nodes=None if self._coordinator is None else self._coordinator.addresses,
+            conn_metrics=self._conn_metrics if self._registry.enabled else None,
+        )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
         self._connections: ConnectionManager | None = None
-        self._task: ClientTask | None = None
+        # no more application calls: set by close() once its steps ran (the listener's
+        # callbacks may still commit while the consumer leaves the group)
         self._closed = False
         self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
         if topics:
@@ -318,74 +331,50 @@ class Consumer:
             log.warning("closing the consumer after %r: %r", exc, error)
 
     async def start(self) -> None:
-        """Start the network task and load cluster metadata (bootstrap)."""
-        if self._driver is not None:
-            raise KafkaError("the consumer is already started; a consumer starts once")
-        self._connections = ConnectionManager(
-            self._bootstrap_servers,
-            self._conn_config,
-            metrics=self._conn_metrics if self._registry.enabled else None,
-        )
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            self._managers,
-            extra_nodes=None if self._coordinator is None else self._coordinator.addresses,
-            io_wait=self._conn_metrics.io_wait if self._registry.enabled else None,
-        )
-        self._events.set_wakeup(self._driver.wakeup)
-        self._task = ClientTask()
-        try:
-            await self._task.start(self._driver.run)
-            timeout = self._config.default_api_timeout_ms / 1000
-            with anyio.move_on_after(timeout):
-                await self._driver.wait_for_metadata(0)
-            if self._metadata.version == 0:
-                cause = self._metadata.last_error
-                raise KafkaTimeoutError(
-                    f"could not load metadata from {self._bootstrap_servers!r} within "
-                    f"{timeout:g} s (last error: {cause!r}); check bootstrap_servers and that "
-                    "the brokers are up"
-                )
-        except BaseException:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        """Commit consumed offsets (auto-commit) and leave the group, then stop the network
-        task and close connections. Safe to call twice. An error raised while leaving (the
-        rebalance listener's, say) is raised once the consumer is closed, as Java's close()
-        does (``async with`` only logs it when its body is already raising)."""
+        """Start the network task and load cluster metadata: raises BootstrapError when no
+        broker answers within default_api_timeout_ms (a fatal error, such as a refused
+        login, as it is). A consumer starts once."""
         if self._closed:
-            return
-        error: Exception | None = None
-        try:
-            await self._complete_unsubscribe()
-        except Exception as exc:  # closing goes on; raised once closed, as a leave error
-            error = exc
-        try:
-            if self._driver is not None and self._driver.running and self._commits is not None:
-                error = await self._close_group() or error
-        except Exception as exc:  # closing goes on: the network task must stop
-            log.warning("closing the consumer's group membership failed: %r", exc)
-        try:
-            if self._driver is not None and self._driver.running:
+            raise KafkaError("the consumer is closed; create a new Consumer")
+        await self._shell.start(self._config.default_api_timeout_ms)
+        self._driver, self._connections = self._shell.driver, self._shell.connections
+        assert self._driver is not None
+        self._events.set_wakeup(self._driver.wakeup)
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Commit consumed offsets (auto-commit) and leave the group, then stop the network
+        task and close connections, within ``timeout_ms`` (default 30 s, as Java's).
+        Safe to call twice, from another task than start() and under a cancel scope. An
+        error raised while leaving (the rebalance listener's, say) is raised once the
+        consumer is closed, as Java's close() does (``async with`` only logs it when its
+        body is already raising)."""
+        limit = close_timeout_ms(timeout_ms, None, self._config.default_api_timeout_ms, "Consumer")
+        errors: list[Exception] = []
+
+        async def leave() -> None:
+            try:
+                await self._complete_unsubscribe()
+            except Exception as exc:  # closing goes on; raised once closed, as a leave error
+                errors.append(exc)
+            try:
+                if self._shell.running and self._commits is not None:
+                    error = await self._close_group()
+                    if error is not None:
+                        errors.insert(0, error)
+            except Exception as exc:  # closing goes on: the network task must stop
+                log.warning("closing the consumer's group membership failed: %r", exc)
+            if self._shell.running:
                 await self._close_fetch_sessions()
-        finally:
+
+        def stop_calls() -> None:
             self._closed = True
             self._notify()
-            if self._driver is not None:
-                self._driver.stop()
-            task, self._task = self._task, None
-            try:
-                if task is not None:
-                    await task.wait()
-            finally:
-                if self._connections is not None:
-                    with anyio.CancelScope(shield=True):
-                        await self._connections.close()
-        if error is not None:
-            raise error
+
+        if self._shell.state is Lifecycle.NEW:
+            stop_calls()
+        await self._shell.close(limit, leave, stop_calls)
+        if errors:
+            raise errors[0]
 
     async def _close_group(self) -> Exception | None:
         """Leave the group (or commit, with auto-commit and assign()); the first error
@@ -456,11 +445,8 @@ class Consumer:
 
     def _check(self) -> NetworkDriver:
         if self._closed:
-            raise KafkaError("the consumer is closed")
-        if self._driver is None:
-            raise KafkaError("the consumer is not started; use `async with` or await start()")
-        self._driver.check()
-        return self._driver
+            raise ClientClosedError("the consumer is closed; create a new Consumer")
+        return self._shell.check(closing_ok=True)
 
     def _notify(self) -> None:
         self._data_ready.set()
@@ -482,9 +468,7 @@ class Consumer:
     def health(self) -> HealthSnapshot:
         """Connections, group membership and lag now (for health endpoints)."""
         now = now_ms()
-        connections: list[ConnectionHealth] = []
-        if self._connections is not None:
-            connections = self._connections.connection_states()
+        connections = self._shell.connection_states()
         group = None
         membership = self._membership
         if membership is not None:
@@ -509,7 +493,7 @@ class Consumer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "consumer",
-            driver is not None and driver.running and not self._closed,
+            self._shell.running and not self._closed,
             connections,
             group,
             lags,

@@ -55,9 +55,7 @@ def lookup_request(key_type: CoordinatorType, keys: Sequence[str]) -> FindCoordi
     (send one key per request to brokers that old); from v4 every key goes in one request."""
     if not keys:
         raise ValueError("a coordinator lookup needs at least one key")
-    return FindCoordinatorRequest(
-        key=keys[0], key_type=int(key_type), coordinator_keys=list(keys)
-    )
+    return FindCoordinatorRequest(key=keys[0], key_type=int(key_type), coordinator_keys=list(keys))
 
 
 def parse_lookup(

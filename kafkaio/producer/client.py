@@ -5,7 +5,6 @@ The network side is the Sender, a request manager run by the NetworkDriver in on
 
 from __future__ import annotations
 
-import enum
 import logging
 import math
 import time
@@ -21,7 +20,7 @@ import anyio.lowlevel
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.config import split_connection_options
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -33,7 +32,7 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.producer import ProducerMetrics, ProducerRecorder
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
+from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
@@ -49,7 +48,7 @@ from kafkaio.producer.transactions import TransactionManager, group_metadata_of
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.task import ClientTask
+from kafkaio.runtime.shell import ClientShell, Lifecycle, close_timeout_ms
 from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
 from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
@@ -112,15 +111,8 @@ class ProducerRecord:
     timestamp_ms: int | None = None
 
 
-class _State(enum.Enum):
-    NEW = "new"
-    RUNNING = "running"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
 # Enum member lookups are slow on the per-record path: look them up once.
-_RUNNING = _State.RUNNING
+_RUNNING = Lifecycle.RUNNING
 _ID_FATAL = IdState.FATAL
 
 
@@ -240,10 +232,21 @@ class Producer:
         self._keep_futures = self._accumulator.keep_futures
         self._max_record_size = min(config.max_request_size, config.buffer_memory)
         self._yield_next = False  # a batch filled up: give the network task a turn
-        self._state = _State.NEW
-        self._driver: NetworkDriver | None = None
-        self._connections: ConnectionManager | None = None
-        self._task: ClientTask | None = None
+        enabled = self._registry.enabled
+        sender: RequestManager = self._sender
+        if enabled:
+            sender = TimedManager(self._sender, self._m.request_latency)
+        self._shell = ClientShell(
+            "producer",
+            bootstrap_servers,
+            self._conn_config,
+            metadata=self._metadata,
+            managers=[sender],
+            extra_nodes=None if self._txn is None else self._txn.addresses,
+            conn_metrics=self._conn_metrics if enabled else None,
+            on_task_end=self._on_task_end,
+        )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -260,45 +263,16 @@ class Producer:
         await self.close()
 
     async def start(self) -> None:
-        """Start the network task and load cluster metadata (fails if no broker answers)."""
-        if self._state is not _State.NEW:
-            raise KafkaError("a Producer can be started once; make a new one")
-        enabled = self._registry.enabled
-        self._connections = ConnectionManager(
-            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
-        )
-        sender: RequestManager = self._sender
-        if enabled:
-            sender = TimedManager(self._sender, self._m.request_latency)
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            [sender],
-            extra_nodes=None if self._txn is None else self._txn.addresses,
-            io_wait=self._conn_metrics.io_wait if enabled else None,
-        )
-        self._task = ClientTask()
-        await self._task.start(self._run_driver)
-        self._state = _State.RUNNING
-        try:
-            with anyio.move_on_after(self.config.max_block_ms / 1000.0):
-                await self._driver.wait_for_metadata(0)
-        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
-            await self.close(timeout=0)
-            raise
-        if self._metadata.version == 0:
-            error = self._metadata.last_error
-            await self.close(timeout=0)
-            raise KafkaConnectionError(
-                f"the producer got no metadata from {self._bootstrap} within max_block_ms "
-                f"({self.config.max_block_ms:g} ms); last error: {error}. Check "
-                "bootstrap_servers and that the brokers are running"
-            )
+        """Start the network task and load cluster metadata: raises BootstrapError when no
+        broker answers within max_block_ms (a fatal error, such as a refused login, as it
+        is). A producer starts once."""
+        await self._shell.start(self.config.max_block_ms)
+        self._driver = self._shell.driver
         if self._txn is not None:
             try:
                 await self.init_transactions()
             except BaseException:
-                await self.close(timeout=0)
+                await self.close(timeout_ms=0)
                 raise
         config = self.config
         if config.enable_idempotence is None and not config.idempotence_wanted:
@@ -315,43 +289,41 @@ class Producer:
             config.compression_type.name.lower(),
         )
 
-    async def _run_driver(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        assert self._driver is not None
-        try:
-            await self._driver.run(task_status=task_status)
-        finally:
-            self._open_batches.clear()  # records take the slow path (which raises) from now
-            fatal = self._driver.fatal_error
-            if fatal is not None:
-                self._sender.abort(
-                    ProducerClosedError(f"the producer's network task failed: {fatal!r}")
-                )
-
-    async def close(self, timeout: float | None = None) -> None:
-        """Flush (for up to ``timeout`` seconds; None: until every record completes), then
-        stop. Records still undelivered then fail with ProducerClosedError. A transaction
-        left open (begun, not committed) is aborted first, as Java's producer does on close:
-        its unsent records fail with TransactionAbortedError."""
-        if self._state in (_State.CLOSED, _State.CLOSING):
-            return
-        was_running = self._state is _State.RUNNING
-        self._state = _State.CLOSING
+    def _on_task_end(self, fatal: BaseException | None) -> None:
+        """The network task ended: records take the slow path (which raises) from now; if
+        it failed, every buffered record fails with it."""
         self._open_batches.clear()
-        driver = self._driver
-        try:
-            if was_running and driver is not None and driver.running:
-                started = anyio.current_time()
-                await self._abort_open_transaction(timeout)
-                if timeout is not None:
-                    timeout = max(0.0, timeout - (anyio.current_time() - started))
-                self._accumulator.closing = True
-                driver.wakeup()
-                try:
-                    await self._wait_for(self._accumulator.incomplete(), timeout)
-                except KafkaTimeoutError:
-                    pass
+        if fatal is not None:
+            self._sender.abort(
+                ProducerClosedError(f"the producer's network task failed: {fatal!r}")
+            )
+
+    async def close(self, timeout_ms: float | None = None, *, timeout: float | None = None) -> None:
+        """Flush for up to ``timeout_ms`` (None: until every record completes), then stop.
+        Records still undelivered then fail with ProducerClosedError. A transaction left open
+        (begun, not committed) is aborted first, as Java's producer does on close: its unsent
+        records fail with TransactionAbortedError. Closing twice is harmless; ``close()``
+        may run in another task than ``start()`` and under a cancel scope. (``timeout`` in
+        seconds is deprecated.)"""
+        limit = close_timeout_ms(timeout_ms, timeout, None, "Producer")
+        self._open_batches.clear()
+
+        async def flush() -> None:
+            started = anyio.current_time()
+            await self._abort_open_transaction(limit)
+            left = None
+            if limit is not None:
+                left = max(0.0, limit - (anyio.current_time() - started) * 1000.0)
+            self._accumulator.closing = True
+            self._wake()
+            try:
+                await self._wait_for(
+                    self._accumulator.incomplete(), None if left is None else left / 1000.0
+                )
+            except KafkaTimeoutError:
+                pass
+
+        def fail_undelivered() -> None:
             left = self._sender.abort(
                 ProducerClosedError(
                     "the producer was closed before this record was delivered (close() "
@@ -361,19 +333,13 @@ class Producer:
             )
             if left:
                 log.warning("producer closed with %d undelivered records (failed)", left)
-        finally:
-            if driver is not None:
-                driver.stop()
-            if self._task is not None:
-                await self._task.wait()
-            if self._connections is not None:
-                await self._connections.close()
-            self._state = _State.CLOSED
-            log.info("producer closed")
 
-    async def _abort_open_transaction(self, timeout: float | None) -> None:
+        await self._shell.close(None, flush, fail_undelivered)
+        log.info("producer closed")
+
+    async def _abort_open_transaction(self, timeout_ms: float | None) -> None:
         """close(): abort a transaction the application left open, so that read_committed
-        consumers need not wait for transaction_timeout_ms (waits at most `timeout` s, or
+        consumers need not wait for transaction_timeout_ms (waits at most `timeout_ms`, or
         max_block_ms)."""
         txn = self._txn
         if txn is None or txn.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
@@ -383,7 +349,8 @@ class Producer:
         )
         result = txn.begin_abort()
         self._wake()
-        seconds = self.config.max_block_ms / 1000.0 if timeout is None else timeout
+        limit = self.config.max_block_ms if timeout_ms is None else timeout_ms
+        seconds = limit / 1000.0
         with anyio.move_on_after(seconds):
             await result.wait()
         if not result.done:
@@ -515,7 +482,7 @@ class Producer:
             return None  # the general path says what is wrong
         driver = self._driver
         if (
-            self._state is not _RUNNING
+            self._shell.state is not _RUNNING
             or driver is None
             or driver.fatal_error is not None
             or not driver.running
@@ -689,7 +656,7 @@ class Producer:
             and sticky is not None
             and sticky.partition == partition
             and cluster.version == version
-            and self._state is _RUNNING
+            and self._shell.state is _RUNNING
             and driver is not None
             and driver.running
             and driver.fatal_error is None
@@ -739,7 +706,7 @@ class Producer:
 
     def health(self) -> HealthSnapshot:
         """Connections and the producer's state now (for health endpoints)."""
-        connections = [] if self._connections is None else self._connections.connection_states()
+        connections = self._shell.connection_states()
         driver = self._driver
         fatal = None if driver is None else driver.fatal_error
         if fatal is None and self._idempotence.state is _ID_FATAL:
@@ -749,7 +716,7 @@ class Producer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "producer",
-            self._state is _RUNNING and driver is not None and driver.running,
+            self._shell.running,
             connections,
             error=None if fatal is None else repr(fatal),
         )
@@ -886,13 +853,15 @@ class Producer:
     # -- internals -----------------------------------------------------------------------
 
     def _check_open(self, *, allow_txn_error: bool = False) -> None:
-        if self._state is not _State.RUNNING:
+        if self._shell.state is not _RUNNING:
+            if self._shell.state is Lifecycle.NEW:
+                raise ProducerClosedError(
+                    "the producer is not started: use `async with Producer(...)` or start()"
+                )
             raise ProducerClosedError(
-                "the producer is not running: use `async with Producer(...)` or start(); "
-                "a closed producer cannot be reused"
+                "the producer is closed; a closed producer cannot be reused: make a new one"
             )
-        assert self._driver is not None
-        self._driver.check()
+        self._shell.check()
         txn = self._txn
         if txn is not None and txn.fatal_error is not None and not allow_txn_error:
             raise txn.fatal_error

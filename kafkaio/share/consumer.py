@@ -19,7 +19,7 @@ from kafkaio.config import split_connection_options
 from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.consumer.group.coordinator import CoordinatorManager
 from kafkaio.consumer.processor import ApplicationEventProcessor
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
+from kafkaio.errors import ClientClosedError, KafkaConfigError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -32,10 +32,15 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ShareConsumerMetrics
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
+from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.task import ClientTask
+from kafkaio.runtime.shell import (
+    DEFAULT_CLOSE_TIMEOUT_MS,
+    ClientShell,
+    Lifecycle,
+    close_timeout_ms,
+)
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize, located
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
@@ -152,11 +157,20 @@ class ShareConsumer:
         self._codecs: dict[str, FieldCodec] = {}  # key/value deserializers, as called
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
-        self._driver: NetworkDriver | None = None
-        self._task: ClientTask | None = None
-        self._connections: ConnectionManager | None = None
-        self._started = False
-        self._closed = False
+        fetcher: RequestManager = self._fetcher
+        if self._registry.enabled:
+            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
+        self._shell = ClientShell(
+            "share consumer",
+            bootstrap_servers,
+            conn_config,
+            metadata=self._metadata,
+            managers=[self._processor, self._coordinator, self._member, fetcher],
+            extra_nodes=self._coordinator.addresses,
+            conn_metrics=self._conn_metrics if self._registry.enabled else None,
+        )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
+        self._closed = False  # no more application calls (set once close() sent the acks)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -173,77 +187,45 @@ class ShareConsumer:
         await self.close()
 
     async def start(self) -> None:
-        """Start the network task, load metadata and begin joining the share group."""
-        if self._started:
-            raise KafkaError("a ShareConsumer can be started once; make a new one")
-        self._started = True
-        enabled = self._registry.enabled
-        self._connections = ConnectionManager(
-            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
-        )
-        fetcher: RequestManager = self._fetcher
-        if enabled:
-            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            [self._processor, self._coordinator, self._member, fetcher],
-            extra_nodes=self._coordinator.addresses,
-            io_wait=self._conn_metrics.io_wait if enabled else None,
-        )
+        """Start the network task, load metadata and begin joining the share group: raises
+        BootstrapError when no broker answers within default_api_timeout_ms. A share
+        consumer starts once."""
+        await self._shell.start(self.config.default_api_timeout_ms)
+        self._driver = self._shell.driver
+        assert self._driver is not None
         self._events.set_wakeup(self._driver.wakeup)
-        self._task = ClientTask()
-        await self._task.start(self._driver.run)
-        try:
-            with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
-                await self._driver.wait_for_metadata(0)
-        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
-            await self._shutdown()
-            raise
-        if self._metadata.version == 0:
-            error = self._metadata.last_error
-            await self._shutdown()
-            raise KafkaConnectionError(
-                f"the share consumer got no metadata from {self._bootstrap} within "
-                f"default_api_timeout_ms ({self.config.default_api_timeout_ms} ms); last "
-                f"error: {error}. Check bootstrap_servers and that the brokers are running"
-            )
         self._member.join()
         self._driver.wakeup()
 
-    async def close(self, timeout: float | None = 30.0) -> None:
-        """Send pending acknowledgements, close the share sessions, leave the group, stop."""
-        if self._closed or not self._started:
-            self._closed = True
-            return
-        self._closed = True
-        driver = self._driver
-        assert driver is not None
-        try:
-            if driver.running:
-                with anyio.move_on_after(timeout):
-                    self._finish_previous_poll(strict=False)
-                    self._iter.clear()
-                    self._fetcher.close()
-                    driver.wakeup()
-                    while not self._fetcher.closed and driver.running:
-                        await anyio.sleep(0.005)
-                    self._member.leave()
-                    driver.wakeup()
-                    while self._member.state is MemberState.LEAVING and driver.running:
-                        await anyio.sleep(0.005)
-                self._report(self._fetcher.drain_outcomes())
-        finally:
-            await self._shutdown()
+    async def close(self, timeout_ms: float | None = None, *, timeout: float | None = None) -> None:
+        """Send pending acknowledgements, close the share sessions and leave the group
+        within ``timeout_ms`` (default 30 s, as Java's), then stop. Safe to call twice, from
+        another task than start() and under a cancel scope. (``timeout`` in seconds is
+        deprecated.)"""
+        limit = close_timeout_ms(timeout_ms, timeout, DEFAULT_CLOSE_TIMEOUT_MS, "ShareConsumer")
 
-    async def _shutdown(self) -> None:
-        if self._driver is not None:
-            self._driver.stop()
-        if self._task is not None:
-            task, self._task = self._task, None
-            await task.wait()
-        if self._connections is not None:
-            await self._connections.close()
+        async def leave() -> None:
+            driver = self._driver
+            assert driver is not None
+            self._finish_previous_poll(strict=False)
+            self._iter.clear()
+            self._fetcher.close()
+            driver.wakeup()
+            while not self._fetcher.closed and driver.running:
+                await anyio.sleep(0.005)
+            self._member.leave()
+            driver.wakeup()
+            while self._member.state is MemberState.LEAVING and driver.running:
+                await anyio.sleep(0.005)
+
+        def stop_calls() -> None:
+            self._closed = True
+            if self._driver is not None:
+                self._report(self._fetcher.drain_outcomes())
+
+        if self._shell.state is Lifecycle.NEW:
+            self._closed = True
+        await self._shell.close(limit, leave, stop_calls)
 
     # -- metrics and health ---------------------------------------------------------------------
 
@@ -259,7 +241,7 @@ class ShareConsumer:
     def health(self) -> HealthSnapshot:
         """Connections and share-group membership now (for health endpoints)."""
         now = now_ms()
-        connections = [] if self._connections is None else self._connections.connection_states()
+        connections = self._shell.connection_states()
         group = GroupHealth(
             self.group_id,
             self._member.state.value,
@@ -272,7 +254,7 @@ class ShareConsumer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "share-consumer",
-            driver is not None and driver.running and not self._closed,
+            self._shell.running and not self._closed,
             connections,
             group,
             {},
@@ -419,11 +401,8 @@ class ShareConsumer:
 
     def _check(self) -> NetworkDriver:
         if self._closed:
-            raise KafkaError("the share consumer is closed")
-        if self._driver is None:
-            raise KafkaError("the share consumer is not started; use `async with` or start()")
-        self._driver.check()
-        return self._driver
+            raise ClientClosedError("the share consumer is closed; create a new ShareConsumer")
+        return self._shell.check(closing_ok=True)
 
     async def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
         """Deserialize (deserializers of any shape, awaited here) and attach the acker."""
