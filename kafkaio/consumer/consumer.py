@@ -357,13 +357,13 @@ class Consumer:
             except Exception as exc:  # closing goes on; raised once closed, as a leave error
                 errors.append(exc)
             try:
-                if self._shell.running and self._commits is not None:
+                if self._shell.task_alive and self._commits is not None:
                     error = await self._close_group()
                     if error is not None:
                         errors.insert(0, error)
             except Exception as exc:  # closing goes on: the network task must stop
                 log.warning("closing the consumer's group membership failed: %r", exc)
-            if self._shell.running:
+            if self._shell.task_alive:
                 await self._close_fetch_sessions()
 
         def stop_calls() -> None:

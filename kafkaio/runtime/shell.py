@@ -125,6 +125,11 @@ class ClientShell:
         return self.driver is None or self.driver.running
 
     @property
+    def task_alive(self) -> bool:
+        """The network task runs (also while close() runs the client's steps)."""
+        return self.driver is not None and self.driver.running
+
+    @property
     def closed(self) -> bool:
         return self.state in (Lifecycle.CLOSING, Lifecycle.CLOSED)
 
