@@ -10,104 +10,24 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-import anyio
-
-from kafkaio.errors import KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.runtime.completion import Completion
 
 T = TypeVar("T")
 
-_PENDING: Any = object()
-
 
 @dataclass(slots=True, eq=False)
-class ApplicationEvent(Generic[T]):
-    """Base of every application event: a deadline (ms, driver clock) and a completion.
-
-    The network task calls `complete` or `fail` exactly once (later calls are ignored); the
-    application awaits `wait`. Sans-I/O until `wait` is called: creating and completing an
-    event needs no event loop, so managers can be tested with plain calls.
-    """
+class ApplicationEvent(Completion[T]):
+    """Base of every application event: a Completion with a deadline (ms, driver clock),
+    Java's CompletableEvent. The network task completes or fails it; the processor fails
+    it when its deadline passes; the application awaits it."""
 
     deadline_ms: float
-    _result: Any = field(default=_PENDING, init=False, repr=False)
-    _error: BaseException | None = field(default=None, init=False, repr=False)
-    _waiter: anyio.Event | None = field(default=None, init=False, repr=False)
-    # why the event is not done yet: the last error of an attempt that is being retried
-    # (`note_error`), or where a manager keeps it (`error_source`); a timeout carries it
-    _last_error: BaseException | None = field(default=None, init=False, repr=False)
-    error_source: Callable[[], BaseException | None] | None = field(
-        default=None, init=False, repr=False
-    )
 
-    def note_error(self, error: BaseException | None) -> None:
-        """Remember the error of an attempt that will be retried (for the timeout)."""
-        if error is not None:
-            self._last_error = error
-
-    @property
-    def last_error(self) -> BaseException | None:
-        """The last error seen while working on the event, if any."""
-        if self.error_source is not None:
-            error = self.error_source()
-            if error is not None:
-                return error
-        return self._last_error
-
-    @property
-    def done(self) -> bool:
-        return self._result is not _PENDING or self._error is not None
-
-    def complete(self, value: T) -> None:
-        if not self.done:
-            self._result = value
-            self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        if not self.done:
-            self._error = error
-            self._wake()
-
-    def result(self) -> T:
-        """The value, or raise the error; the event must be done."""
-        if self._error is not None:
-            raise self._error
-        if self._result is _PENDING:
-            raise RuntimeError("the event is not complete yet")
-        return self._result  # type: ignore[no-any-return]
-
-    def _wake(self) -> None:
-        if self._waiter is not None:
-            self._waiter.set()
-
-    async def wait(self, timeout_s: float | None = None) -> T:
-        """Wait for completion; raise KafkaTimeoutError after `timeout_s` seconds."""
-        if not self.done:
-            self._waiter = anyio.Event()
-            with anyio.move_on_after(timeout_s):
-                await self._waiter.wait()
-            if not self.done:
-                self.fail(
-                    timeout_error(
-                        self, f"{type(self).__name__} did not complete within {timeout_s:g} s"
-                    )
-                )
-        return self.result()
-
-    def describe(self) -> str:
-        return type(self).__name__
-
-
-def timeout_error(event: ApplicationEvent[Any], message: str) -> KafkaTimeoutError:
-    """KafkaTimeoutError(`message`) naming the event's last error (also its ``__cause__``)."""
-    cause = event.last_error
-    if cause is not None:
-        message = f"{message} (last error: {cause})"
-    error = KafkaTimeoutError(message)
-    error.__cause__ = cause
-    return error
+    def __post_init__(self) -> None:
+        Completion.__init__(self)
 
 
 # -- the events this package defines (the group managers add their own) --------------------
@@ -151,6 +71,87 @@ class FetchCommittedEvent(ApplicationEvent[dict[TopicPartition, Any]]):
     partitions: tuple[TopicPartition, ...] = ()
 
 
+# -- subscription, assignment, positions, membership (no result: they complete when the
+# network task applied them) ---------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class SubscriptionChangeEvent(ApplicationEvent[None]):
+    """subscribe(): the group assigns partitions of `topics`, or of topics matching
+    `pattern` (Java's TopicSubscriptionChangeEvent / TopicPatternSubscriptionChangeEvent)."""
+
+    topics: tuple[str, ...] = ()
+    pattern: Any = None  # re.Pattern[str]
+
+
+@dataclass(slots=True, eq=False)
+class AssignmentChangeEvent(ApplicationEvent[None]):
+    """assign(): consume exactly `partitions` (Java's AssignmentChangeEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class UnsubscribeEvent(ApplicationEvent[None]):
+    """unsubscribe(): leave the group (when subscribed) and drop the subscription or
+    assignment; completes once the member is out (Java's UnsubscribeEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class LeaveGroupOnCloseEvent(ApplicationEvent[None]):
+    """close(): revoke (the listener runs on the application side) and leave the group;
+    completes once the member is out (Java's LeaveGroupOnCloseEvent)."""
+
+    reason: str = "the consumer is being closed"
+
+
+@dataclass(slots=True, eq=False)
+class SeekEvent(ApplicationEvent[None]):
+    """seek(): fetch `partition` from `offset` next (Java's SeekUnvalidatedEvent)."""
+
+    partition: TopicPartition = TopicPartition("", 0)
+    offset: int = 0
+    leader_epoch: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class ResetOffsetsEvent(ApplicationEvent[None]):
+    """seek_to_beginning() / seek_to_end(): reset `partitions` by `strategy` (Java's
+    ResetOffsetEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+    strategy: Any = None  # OffsetResetStrategy
+
+
+@dataclass(slots=True, eq=False)
+class PauseEvent(ApplicationEvent[None]):
+    """pause() (Java's PausePartitionsEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class ResumeEvent(ApplicationEvent[None]):
+    """resume() (Java's ResumePartitionsEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class PollEvent(ApplicationEvent[None]):
+    """The application polled (getmany, getone, iteration): resets the max_poll_interval_ms
+    clock and starts a (re)join when needed (Java's PollEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class RebalanceStepDoneEvent(ApplicationEvent[None]):
+    """The application side finished a rebalance step (revoked or lost partitions: the
+    listener ran, consumed offsets were committed; or assigned ones): the membership goes
+    on (Java's ConsumerRebalanceListenerCallbackCompletedEvent)."""
+
+    step: str = "revocation"  # "revocation" or "assignment"
+
+
 # -- queues --------------------------------------------------------------------------------
 
 
@@ -160,18 +161,33 @@ class ApplicationEventQueue:
     def __init__(self, wakeup: Callable[[], None] = lambda: None) -> None:
         self._events: deque[ApplicationEvent[Any]] = deque()
         self._wakeup = wakeup
+        # called after the network task took the events (the application may wait for it)
+        self.on_drained: Callable[[], None] = lambda: None
 
     def set_wakeup(self, wakeup: Callable[[], None]) -> None:
         self._wakeup = wakeup
 
-    def put(self, event: ApplicationEvent[Any]) -> None:
+    def put(self, event: ApplicationEvent[Any], *, wake: bool = True) -> None:
+        """Queue `event`; wake the network task (unless `wake` is False: it is taken at the
+        task's next turn)."""
         self._events.append(event)
-        self._wakeup()
+        if wake:
+            self._wakeup()
 
     def drain(self) -> list[ApplicationEvent[Any]]:
         events = list(self._events)
         self._events.clear()
+        if events:
+            self.on_drained()
         return events
+
+    def waiting(self, but: type[ApplicationEvent[Any]] | None = None) -> bool:
+        """Whether events (other than those of type `but`) wait to be taken."""
+        return any(type(event) is not but for event in self._events)
+
+    def pending(self) -> list[ApplicationEvent[Any]]:
+        """The events not taken by the network task yet, oldest first (not removed)."""
+        return list(self._events)
 
     def __len__(self) -> int:
         return len(self._events)

@@ -161,6 +161,17 @@ class FetchManager:
                 )
         self._check_closed()
 
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult:
+        """The client is closing (the driver's close phase): close the fetch sessions of
+        connected nodes (`close_sessions`); their final requests."""
+        if not self._closing:
+            self.close_sessions(lambda: None, connected)
+        return self._close_requests()
+
+    @property
+    def close_done(self) -> bool:
+        return self.sessions_closed
+
     @property
     def sessions_closed(self) -> bool:
         """True once `close_sessions` was called and its final requests are done."""

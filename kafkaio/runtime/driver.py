@@ -24,7 +24,7 @@ from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.net.turns import Turn, Turns
-from kafkaio.runtime.requests import RequestManager, UnsentRequest
+from kafkaio.runtime.requests import ClosingRequestManager, RequestManager, UnsentRequest
 from kafkaio.runtime.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -114,6 +114,9 @@ class NetworkDriver:
         self._turn_of: dict[int, Turn] = {}  # id() of a request in a line: its place there
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
+        # the close phase (`close`): managers' poll_on_close instead of poll, until done
+        self._closing = False
+        self._close_done: anyio.Event | None = None
 
     # -- control --------------------------------------------------------------------------
 
@@ -161,6 +164,23 @@ class NetworkDriver:
     def stop(self) -> None:
         self._stopping = True
         self.wakeup()
+
+    async def close(self, timeout_s: float | None) -> None:
+        """The close phase (Java's ``runAtClose``): from now on the loop polls the managers
+        that have last requests to send (ClosingRequestManager.poll_on_close: close fetch
+        sessions, send acknowledgements, leave) instead of polling them as usual, sends what
+        they return, and ends the phase once every one of them is done or after
+        ``timeout_s``. Call `stop` after it."""
+        if not self._running:
+            return
+        if self._close_done is None:
+            self._close_done = anyio.Event()
+        self._closing = True
+        self.wakeup()
+        with anyio.move_on_after(timeout_s) as scope:
+            await self._close_done.wait()
+        if scope.cancelled_caught:
+            log.warning("the close phase did not end within %g s; stopping anyway", timeout_s)
 
     async def wait_for_metadata(self, newer_than: int) -> None:
         """Wait until the metadata snapshot's version is greater than `newer_than`.
@@ -226,6 +246,8 @@ class NetworkDriver:
 
     def _poll_managers(self) -> tuple[list[UnsentRequest[Any]], float]:
         now = now_ms()
+        if self._closing:
+            return self._poll_on_close(now)
         wait = math.inf
         requests: list[UnsentRequest[Any]] = []
         self._publish_extra_nodes()
@@ -237,6 +259,26 @@ class NetworkDriver:
                 wait = result.next_poll_ms
         self._publish_metadata()
         return requests, max(wait, 0.0)
+
+    def _poll_on_close(self, now: float) -> tuple[list[UnsentRequest[Any]], float]:
+        """A turn of the close phase: the closing managers' last requests."""
+        wait = math.inf
+        requests: list[UnsentRequest[Any]] = []
+        done = True
+        for manager in self._managers:
+            closing = getattr(manager, "inner", manager)  # through a TimedManager
+            if not isinstance(closing, ClosingRequestManager):
+                continue
+            result = closing.poll_on_close(now, self._connected)
+            requests.extend(result.requests)
+            wait = min(wait, result.next_poll_ms)
+            done = done and closing.close_done
+        if done and not requests and self._close_done is not None:
+            self._close_done.set()
+        return requests, max(wait, 0.0)
+
+    def _connected(self, node: int) -> bool:
+        return self.connections.ready(node) is not None
 
     def _poll_after_response(self) -> list[UnsentRequest[Any]]:
         """Poll the managers right after a handler ran; the requests to send now.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from kafkaio.protocol.api import Request
 
@@ -59,4 +59,19 @@ class RequestManager(Protocol):
 
     def poll(self, now: float) -> PollResult:
         """Requests to send at ``now`` (milliseconds) and when to be polled again."""
+        ...
+
+
+@runtime_checkable
+class ClosingRequestManager(Protocol):
+    """A request manager with last requests to send when its client closes (Java's
+    ``RequestManager.pollOnClose``): the driver's close phase polls it, instead of `poll`,
+    until ``close_done``. ``connected(node)`` tells whether a connection to ``node`` is open
+    (a close should not open new ones)."""
+
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult: ...
+
+    @property
+    def close_done(self) -> bool:
+        """Nothing more to send or wait for."""
         ...

@@ -231,10 +231,11 @@ class ClientShell:
         steps: Callable[[], Awaitable[None]] | None = None,
         finish: Callable[[], None] | None = None,
     ) -> None:
-        """Run `steps` (the client's orderly shutdown) for at most `timeout_ms` (None: no
-        limit) while the network task runs, then `finish` (what must happen even when the
-        steps did not end, e.g. failing undelivered records), then stop the network task and
-        close every connection. Shielded from the caller's cancellation after the steps."""
+        """Run `steps` (the client's orderly shutdown) and then the network task's close
+        phase (the request managers' last requests: NetworkDriver.close), together for at
+        most `timeout_ms` (None: no limit), then `finish` (what must happen even when they
+        did not end, e.g. failing undelivered records), then stop the network task and close
+        every connection. Shielded from the caller's cancellation after the steps."""
         if self.state is Lifecycle.NEW:
             self.state = Lifecycle.CLOSED
             return
@@ -246,10 +247,13 @@ class ClientShell:
         running = self.running
         self.state = Lifecycle.CLOSING
         try:
-            if steps is not None and running:
+            if running:
                 seconds = None if timeout_ms is None else timeout_ms / 1000.0
                 with anyio.move_on_after(seconds) as scope:
-                    await steps()
+                    if steps is not None:
+                        await steps()
+                    if self.driver is not None:  # the managers' last requests (pollOnClose)
+                        await self.driver.close(None)
                 if scope.cancelled_caught:
                     log.warning(
                         "closing the %s: its orderly steps did not finish within %g ms",

@@ -7,6 +7,7 @@ the application side polls acquired records and acknowledges them.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -63,6 +64,17 @@ _WAIT_SLICE_S = 0.5  # the application re-checks for errors at least this often 
 @dataclass(slots=True, eq=False)
 class CommitAcknowledgementsEvent(ApplicationEvent[dict[TopicPartition, KafkaError | None]]):
     """Send every pending acknowledgement now; completes with {partition: error or None}."""
+
+
+@dataclass(slots=True, eq=False)
+class AcknowledgeOnCloseEvent(ApplicationEvent[None]):
+    """close(): stop fetching, send the last acknowledgements and close every share session;
+    completes when the sessions are closed (Java's ShareAcknowledgeOnCloseEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class LeaveOnCloseEvent(ApplicationEvent[None]):
+    """close(): leave the share group; completes once out (Java's ShareLeaveOnCloseEvent)."""
 
 
 class ShareConsumer:
@@ -140,6 +152,8 @@ class ShareConsumer:
             on_records=self._records_arrived,
         )
         self._processor.register(CommitAcknowledgementsEvent, self._on_commit_event)
+        self._processor.register(AcknowledgeOnCloseEvent, self._on_acknowledge_on_close)
+        self._processor.register(LeaveOnCloseEvent, self._on_leave_on_close)
         # metrics (metrics_enabled=False: a null registry)
         self._registry = make_registry(
             conn_config.client_id or "", "share-consumer", metrics_enabled
@@ -205,18 +219,12 @@ class ShareConsumer:
         limit = close_timeout_ms(timeout_ms, timeout, DEFAULT_CLOSE_TIMEOUT_MS, "ShareConsumer")
 
         async def leave() -> None:
-            driver = self._driver
-            assert driver is not None
             self._finish_previous_poll(strict=False)
             self._iter.clear()
-            self._fetcher.close()
-            driver.wakeup()
-            while not self._fetcher.closed and driver.running:
-                await anyio.sleep(0.005)
-            self._member.leave()
-            driver.wakeup()
-            while self._member.state is MemberState.LEAVING and driver.running:
-                await anyio.sleep(0.005)
+            # acknowledgements first (the sessions close with them), then the group
+            for event in (AcknowledgeOnCloseEvent(math.inf), LeaveOnCloseEvent(math.inf)):
+                self._events.put(event)
+                await event.wait()
 
         def stop_calls() -> None:
             self._closed = True
@@ -395,7 +403,20 @@ class ShareConsumer:
         return result
 
     def _on_commit_event(self, event: CommitAcknowledgementsEvent, now: float) -> None:
-        self._fetcher.commit(event.complete)
+        def done(outcomes: dict[TopicPartition, KafkaError | None]) -> None:
+            event.complete(outcomes)
+
+        self._fetcher.commit(done)
+
+    def _on_acknowledge_on_close(self, event: AcknowledgeOnCloseEvent, now: float) -> None:
+        fetcher = self._fetcher
+        fetcher.close()
+        self._processor.complete_when(event, lambda: fetcher.closed)
+
+    def _on_leave_on_close(self, event: LeaveOnCloseEvent, now: float) -> None:
+        member = self._member
+        member.leave()
+        self._processor.complete_when(event, lambda: member.state is not MemberState.LEAVING)
 
     # -- helpers --------------------------------------------------------------------------------
 

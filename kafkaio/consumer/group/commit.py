@@ -193,6 +193,18 @@ class CommitManager:
         errors, self._errors = self._errors, []
         return errors
 
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult:
+        """The consumer is closing: group operations still pending fail (close() already
+        committed what it commits)."""
+        self.fail_pending(
+            KafkaError("the consumer was closed before this group operation completed")
+        )
+        return PollResult()
+
+    @property
+    def close_done(self) -> bool:
+        return True
+
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every unfinished handle (the consumer unsubscribes or closes). The lookup of
         new partitions' committed offsets starts afresh: partitions assigned later get one
@@ -570,15 +582,15 @@ class CommitManager:
     def _on_positions(self, now: float, fetch: _Fetch) -> None:
         self._positions_fetch = None
         handle = fetch.handle
-        if handle.error is not None or handle.result is None:
+        if handle.error is not None or handle.value is None:
             self._positions_failures += 1
-            if handle.error is not None:
+            if isinstance(handle.error, KafkaError):
                 self._errors.append(handle.error)
             self._next_positions_ms = now + self._backoff.delay_ms(self._positions_failures)
             return
         self._positions_failures = 0
         subs = self._subscriptions
-        for tp, committed in handle.result.items():
+        for tp, committed in handle.value.items():
             # the app may have seeked (or the partition gone) while the fetch was in flight
             if (
                 not subs.is_assigned(tp)

@@ -261,6 +261,13 @@ class ConsumerMembershipManager:
 
     # -- calls from the reactor ----------------------------------------------------------
 
+    @property
+    def needs_application_poll(self) -> bool:
+        """Whether the next application poll starts a join (it must not wait)."""
+        return (
+            self._state in (C.UNSUBSCRIBED, C.STALE) and self._subscriptions.has_auto_assignment()
+        )
+
     def on_application_poll(self, now: float) -> None:
         self._poll_deadline_ms = now + self.max_poll_interval_ms
         self._app_polled = True

@@ -334,6 +334,11 @@ class ClassicMembershipManager:
 
     # -- calls from the reactor ----------------------------------------------------------
 
+    @property
+    def needs_application_poll(self) -> bool:
+        """Whether the next application poll starts a (re)join (it must not wait)."""
+        return self._state is S.UNJOINED and self._subscriptions.has_auto_assignment()
+
     def on_application_poll(self, now: float) -> None:
         """The application polled: restart the max-poll-interval clock, and (re)join if the
         member is out of the group (first poll, or after the interval expired)."""

@@ -93,7 +93,7 @@ def test_event_already_past_deadline_is_not_handled() -> None:
     event = EchoEvent(10, 1)
     queue.put(event)
     processor.poll(20)
-    assert handled == [] and isinstance(event._error, KafkaTimeoutError)
+    assert handled == [] and isinstance(event.error, KafkaTimeoutError)
 
 
 def test_unknown_event_type_and_failing_handler_fail_the_event() -> None:

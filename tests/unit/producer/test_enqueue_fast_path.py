@@ -45,6 +45,9 @@ class FakeDriver:
     def stop(self) -> None:
         self.running = False
 
+    async def close(self, timeout_s: float | None) -> None:
+        return None  # no manager has last requests here
+
     async def run(self, **kwargs: Any) -> None:
         self.fatal_error = RuntimeError("a bug in a request manager")
         self.running = False
