@@ -21,11 +21,8 @@ from kafkaio.config import split_connection_options
 from kafkaio.consumer.config import CONSUMER_OPTIONS, ConsumerConfig
 from kafkaio.consumer.errors import NoOffsetForPartitionError
 from kafkaio.consumer.events import (
-    ApplicationEvent,
-    ApplicationEventQueue,
     AssignmentChangeEvent,
     AwaitPositionsEvent,
-    BackgroundEventQueue,
     CommitEvent,
     FetchCommittedEvent,
     LeaveGroupOnCloseEvent,
@@ -48,7 +45,6 @@ from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.handlers import ConsumerEventHandlers
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
-from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
 from kafkaio.consumer.record import ConsumerRecord, identity
 from kafkaio.consumer.record_queue import RecordQueue
@@ -81,6 +77,8 @@ from kafkaio.metrics.consumer import ConsumerMetrics, RebalanceTimer
 from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, BackgroundEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import (
     ClientShell,

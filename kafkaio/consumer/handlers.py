@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from kafkaio.consumer.group.commit import CommitManager
     from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
     from kafkaio.consumer.group.membership import ClassicMembershipManager
-    from kafkaio.consumer.processor import ApplicationEventProcessor
     from kafkaio.consumer.rebalance import GroupEventBridge
     from kafkaio.consumer.subscription import SubscriptionState
     from kafkaio.metadata.manager import MetadataManager
+    from kafkaio.runtime.processor import ApplicationEventProcessor
 
 log = logging.getLogger("kafkaio.consumer")
 

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from kafkaio.consumer.events import BackgroundEventQueue
 from kafkaio.consumer.group.events import (
     AssignPartitions,
     GroupError,
@@ -22,6 +21,7 @@ from kafkaio.consumer.group.events import (
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.runtime.events import BackgroundEventQueue
 from kafkaio.runtime.requests import PollResult
 
 log = logging.getLogger("kafkaio.consumer")

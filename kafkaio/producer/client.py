@@ -5,6 +5,7 @@ The network side is the Sender, a request manager run by the NetworkDriver in on
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -37,6 +38,12 @@ from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
 from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
+from kafkaio.producer.events import (
+    AbortTransactionEvent,
+    CommitTransactionEvent,
+    InitTransactionsEvent,
+    SendOffsetsEvent,
+)
 from kafkaio.producer.future import DeliveryFuture, RecordMetadata
 from kafkaio.producer.idempotence import IdempotenceManager, IdState
 from kafkaio.producer.memory import MemoryBudget
@@ -44,9 +51,11 @@ from kafkaio.producer.murmur2 import partition_for_key
 from kafkaio.producer.partitioner import DefaultPartitioner, StickyState
 from kafkaio.producer.sender import Sender
 from kafkaio.producer.transaction_state import TxnResult, TxnState
-from kafkaio.producer.transactions import TransactionManager, group_metadata_of
+from kafkaio.producer.transactions import TransactionManager, group_metadata_of, to_offsets
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import ClientShell, Lifecycle, close_timeout_ms
 from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
@@ -236,12 +245,18 @@ class Producer:
         sender: RequestManager = self._sender
         if enabled:
             sender = TimedManager(self._sender, self._m.request_latency)
+        # the transactional calls (init, send offsets, commit, abort) are application events
+        # the network task applies (kafkaio.producer.events)
+        self._events = ApplicationEventQueue()
+        self._processor = ApplicationEventProcessor(self._events)
+        if self._txn is not None:
+            self._register_transaction_events(self._txn)
         self._shell = ClientShell(
             "producer",
             bootstrap_servers,
             self._conn_config,
             metadata=self._metadata,
-            managers=[sender],
+            managers=[self._processor, sender],
             extra_nodes=None if self._txn is None else self._txn.addresses,
             conn_metrics=self._conn_metrics if enabled else None,
             on_task_end=self._on_task_end,
@@ -347,16 +362,17 @@ class Producer:
         log.warning(
             "closing the producer with a transaction open (%s): aborting it", txn.state.value
         )
-        result = txn.begin_abort()
-        self._wake()
+        event = AbortTransactionEvent(math.inf)
+        self._events.put(event)
         limit = self.config.max_block_ms if timeout_ms is None else timeout_ms
         seconds = limit / 1000.0
         with anyio.move_on_after(seconds):
-            await result.wait()
-        if not result.done:
+            with contextlib.suppress(KafkaError):
+                await event.wait()
+        if not event.done:
             log.warning("the abort did not complete within %g s", seconds)
-        elif result.error is not None:
-            log.warning("aborting the open transaction failed: %s", result.error)
+        elif event.error is not None:
+            log.warning("aborting the open transaction failed: %s", event.error)
 
     # -- producing -----------------------------------------------------------------------
 
@@ -737,10 +753,9 @@ class Producer:
         the producer cannot be used; KafkaTimeoutError after max_block_ms (call it again
         to keep waiting).
         """
-        txn = self._require_txn("init_transactions()")
+        self._require_txn("init_transactions()")
         self._check_open(allow_txn_error=True)
-        result = txn.initialize()
-        await self._await_txn(result, "init_transactions()")
+        await self._await_txn(InitTransactionsEvent(math.inf), "init_transactions()")
 
     def begin_transaction(self) -> None:
         """Open a transaction: records sent from now on are committed or aborted together."""
@@ -761,11 +776,11 @@ class Producer:
         using manual ``assign`` (generation -1, empty member id). The offsets become visible
         only when the transaction commits.
         """
-        txn = self._require_txn("send_offsets_to_transaction()")
+        self._require_txn("send_offsets_to_transaction()")
         self._check_open()
-        result = txn.add_offsets(offsets, group_metadata_of(group_metadata))
-        self._wake()
-        await self._await_txn(result, "send_offsets_to_transaction()")
+        event = SendOffsetsEvent(math.inf, group=group_metadata_of(group_metadata))
+        event.offsets = to_offsets(offsets)  # bad input is refused here, at the call
+        await self._await_txn(event, "send_offsets_to_transaction()")
 
     async def commit_transaction(self) -> None:
         """Flush the transaction's records, then commit it (EndTxn).
@@ -774,13 +789,11 @@ class Producer:
         transaction must be aborted (``abort_transaction``). KafkaTimeoutError after
         max_block_ms: call it again to keep waiting for the same commit.
         """
-        txn = self._require_txn("commit_transaction()")
+        self._require_txn("commit_transaction()")
         self._check_open(allow_txn_error=True)
-        result = txn.begin_commit()
         self._accumulator.begin_flush()
-        self._wake()
         try:
-            await self._await_txn(result, "commit_transaction()")
+            await self._await_txn(CommitTransactionEvent(math.inf), "commit_transaction()")
         finally:
             self._accumulator.end_flush()
 
@@ -788,11 +801,9 @@ class Producer:
         """Abort the transaction: unsent records fail with TransactionAbortedError, records
         already written are discarded by read_committed consumers, and offsets sent with
         ``send_offsets_to_transaction`` are not committed."""
-        txn = self._require_txn("abort_transaction()")
+        self._require_txn("abort_transaction()")
         self._check_open(allow_txn_error=True)
-        result = txn.begin_abort()
-        self._wake()
-        await self._await_txn(result, "abort_transaction()")
+        await self._await_txn(AbortTransactionEvent(math.inf), "abort_transaction()")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Producer]:
@@ -837,12 +848,45 @@ class Producer:
         if self._driver is not None:
             self._driver.wakeup()
 
-    async def _await_txn(self, result: TxnResult, what: str) -> None:
+    def _register_transaction_events(self, txn: TransactionManager) -> None:
+        """The network task's side of the transactional calls: each event starts (or joins)
+        the TransactionManager's call and completes with its result; a call the state
+        machine refuses fails its event with that error."""
+
+        def follow(event: ApplicationEvent[None], result: TxnResult) -> None:
+            def done(finished: TxnResult) -> None:
+                if finished.error is not None:
+                    event.fail(finished.error)
+                else:
+                    event.complete(None)
+
+            result.add_done_callback(done)
+
+        def on_init(event: InitTransactionsEvent, now: float) -> None:
+            follow(event, txn.initialize())
+
+        def on_send_offsets(event: SendOffsetsEvent, now: float) -> None:
+            follow(event, txn.add_offsets(event.offsets, event.group))
+
+        def on_commit(event: CommitTransactionEvent, now: float) -> None:
+            follow(event, txn.begin_commit())
+
+        def on_abort(event: AbortTransactionEvent, now: float) -> None:
+            follow(event, txn.begin_abort())
+
+        self._processor.register(InitTransactionsEvent, on_init)
+        self._processor.register(SendOffsetsEvent, on_send_offsets)
+        self._processor.register(CommitTransactionEvent, on_commit)
+        self._processor.register(AbortTransactionEvent, on_abort)
+
+    async def _await_txn(self, event: ApplicationEvent[None], what: str) -> None:
+        """Submit a transactional call's event and wait for it, at most max_block_ms."""
+        self._events.put(event)
         self._wake()
         seconds = self.config.max_block_ms / 1000.0
         with anyio.move_on_after(seconds) as scope:
-            await result.wait()
-        if scope.cancelled_caught and not result.done:
+            await event.wait()
+        if scope.cancelled_caught and not event.done:
             assert self._txn is not None
             raise KafkaTimeoutError(
                 f"{what} did not complete within max_block_ms ({self.config.max_block_ms:g} "

@@ -17,9 +17,7 @@ import anyio
 import anyio.abc
 
 from kafkaio.config import split_connection_options
-from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.consumer.group.coordinator import CoordinatorManager
-from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.errors import ClientClosedError, KafkaConfigError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
@@ -35,6 +33,8 @@ from kafkaio.metrics.consumer import ShareConsumerMetrics
 from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import (
     DEFAULT_CLOSE_TIMEOUT_MS,

@@ -8,19 +8,15 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from kafkaio.consumer.events import (
-    ApplicationEvent,
-    ApplicationEventQueue,
-    BackgroundEventQueue,
-    ListOffsetsEvent,
-)
-from kafkaio.consumer.processor import ApplicationEventProcessor
+from kafkaio.consumer.events import ListOffsetsEvent
 from kafkaio.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
 )
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, BackgroundEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 
 
 @dataclass(slots=True, eq=False)

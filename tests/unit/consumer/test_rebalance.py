@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 
-from kafkaio.consumer.events import BackgroundEventQueue
 from kafkaio.consumer.group.events import (
     AssignPartitions,
     GroupError,
@@ -17,6 +16,7 @@ from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
 from kafkaio.errors import GroupAuthorizationFailedError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.runtime.events import BackgroundEventQueue
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 

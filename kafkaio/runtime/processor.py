@@ -10,9 +10,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue, earliest_deadline
 from kafkaio.errors import KafkaError, KafkaTimeoutError
 from kafkaio.runtime.completion import timeout_error
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, earliest_deadline
 from kafkaio.runtime.requests import PollResult
 
 EventHandler = Callable[[Any, float], None]
