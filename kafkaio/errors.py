@@ -162,6 +162,15 @@ class KafkaTimeoutError(KafkaError):
     retriable = True
 
 
+class BootstrapError(KafkaConnectionError, KafkaTimeoutError):
+    """A client's start() got no cluster metadata from any bootstrap server in time: the
+    addresses are wrong, the brokers are down or unreachable, or they answered too slowly.
+    Both a KafkaConnectionError and a KafkaTimeoutError, so code catching either (what the
+    clients raised before) catches it."""
+
+    retriable = True
+
+
 class BrokerResponseError(KafkaError):
     """A broker answered with a non-zero error code.
 

@@ -248,7 +248,9 @@ async def deliver(
                 outcome.stopped_by = exc
         outcome.interrupted = outcome.interrupted or interrupt.interrupted
     finally:
-        await producer.close(timeout=_CLOSE_ON_INTERRUPT_S if outcome.interrupted else None)
+        await producer.close(
+            timeout_ms=_CLOSE_ON_INTERRUPT_S * 1000 if outcome.interrupted else None
+        )
         for line, future in pending:  # all done now: close completes every future
             error = future.exception()
             if error is None:

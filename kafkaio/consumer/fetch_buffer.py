@@ -458,8 +458,8 @@ class FetchCollector:
                 buffer.remove(tp)
                 continue
             st = subs.state(tp)
-            if st.paused:
-                continue
+            if st.paused or st.pending_revocation:
+                continue  # as Java's FetchCollector: only fetchable partitions hand records out
             out: list[ConsumerRecord[Any, Any]] | None = None
             while remaining > 0:
                 fetch = buffer.get(tp)

@@ -157,7 +157,7 @@ class OffsetsManager:
 
     def _build(
         self, node: int, parts: dict[TopicPartition, tuple[int, _Callback]]
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         cluster = self._metadata.cluster
         topics: dict[str, ListOffsetsRequest.ListOffsetsTopic] = {}
         for tp, (ts, _) in parts.items():
@@ -177,7 +177,7 @@ class OffsetsManager:
             replica_id=-1, isolation_level=self._isolation, topics=list(topics.values())
         )
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: ListOffsetsResponse, error: BaseException | None) -> None:
             answered: set[TopicPartition] = set()
             if error is None:
                 assert isinstance(response, ListOffsetsResponse)

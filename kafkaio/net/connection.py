@@ -47,6 +47,7 @@ from kafkaio.net.sasl import (
 )
 from kafkaio.net.turns import Turn, Turns
 from kafkaio.net.wire import AsyncioWire, open_wire
+from kafkaio.protocol.api import Request
 from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
 from kafkaio.protocol.messages import (
     REQUESTS,
@@ -438,9 +439,10 @@ class Connection:
         return len(self._inflight)
 
     async def send(
-        self, request: Any, *, version: int | None = None, timeout: float | None = None
-    ) -> Any:
-        """Send ``request`` and return the broker's response.
+        self, request: Request[R], *, version: int | None = None, timeout: float | None = None
+    ) -> R:
+        """Send ``request`` and return the broker's response (an ``XRequest`` gets an
+        ``XResponse``: generated requests are ``Request[XResponse]``).
 
         ``version`` defaults to :meth:`version_for`; ``timeout`` (seconds) to
         ``request_timeout_ms``. Raises KafkaTimeoutError (and closes the connection if the
@@ -453,7 +455,8 @@ class Connection:
         version = self.version_for(type(request)) if version is None else version
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         if self._wire is not None:
-            return await self._send_on_wire(self._wire, request, version, seconds)
+            response: R = await self._send_on_wire(self._wire, request, version, seconds)
+            return response
         now = anyio.current_time()
         deadline = now + seconds
         self.last_used = now
@@ -477,7 +480,8 @@ class Connection:
             cause, error = self._no_response_errors(request, version, seconds)
             await self._shutdown(cause, timed_out=waiter, timeout_error=error)
         self.last_used = anyio.current_time()
-        return waiter.result()
+        result: R = waiter.result()
+        return result
 
     async def _send_on_wire(
         self, wire: AsyncioWire, request: Any, version: int, seconds: float

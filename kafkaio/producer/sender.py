@@ -124,7 +124,7 @@ class Sender:
 
     def poll(self, now: float) -> PollResult:
         self._last_poll_ms = now
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         idem = self.idempotence
         if idem.state is IdState.FATAL:
             assert idem.fatal_error is not None
@@ -212,7 +212,7 @@ class Sender:
 
     def _produce_request(
         self, node: int, batches: list[ProducerBatch], now: float
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         acc = self._acc
         for batch in batches:
@@ -241,7 +241,7 @@ class Sender:
             ],
         )
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: ProduceResponse, error: BaseException | None) -> None:
             self._on_produce(node, batches, now, response, error)
 
         return UnsentRequest(
@@ -255,7 +255,7 @@ class Sender:
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def _on_init(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_init(self, now: float, response: InitProducerIdResponse, error: BaseException | None) -> None:
         if error is not None:
             self.idempotence.on_failure(now, error)
         else:
@@ -276,7 +276,7 @@ class Sender:
         node: int,
         batches: list[ProducerBatch],
         now: float,
-        response: Any,
+        response: ProduceResponse,
         error: BaseException | None,
     ) -> None:
         self._node_in_flight[node] -= 1

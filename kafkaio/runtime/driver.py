@@ -24,7 +24,7 @@ from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.net.turns import Turn, Turns
-from kafkaio.runtime.requests import RequestManager, UnsentRequest
+from kafkaio.runtime.requests import ClosingRequestManager, RequestManager, UnsentRequest
 from kafkaio.runtime.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class _IdleSender:
     __slots__ = ("request", "wakeup")
 
     def __init__(self) -> None:
-        self.request: UnsentRequest | None = None
+        self.request: UnsentRequest[Any] | None = None
         self.wakeup = Wakeup()
 
 
@@ -105,7 +105,7 @@ class NetworkDriver:
         self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
         # requests a loop callback could neither write nor hand to an idle sender task (a
         # task cannot be started from a callback): the loop dispatches them
-        self._deferred: list[UnsentRequest] = []
+        self._deferred: list[UnsentRequest[Any]] = []
         # per node: requests that took the task path and have not reached their connection
         # yet. While there are any, later requests to the node take that path too, behind
         # them: requests reach a broker in the order the managers made them (the producer
@@ -114,6 +114,9 @@ class NetworkDriver:
         self._turn_of: dict[int, Turn] = {}  # id() of a request in a line: its place there
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
+        # the close phase (`close`): managers' poll_on_close instead of poll, until done
+        self._closing = False
+        self._close_done: anyio.Event | None = None
 
     # -- control --------------------------------------------------------------------------
 
@@ -161,6 +164,23 @@ class NetworkDriver:
     def stop(self) -> None:
         self._stopping = True
         self.wakeup()
+
+    async def close(self, timeout_s: float | None) -> None:
+        """The close phase (Java's ``runAtClose``): from now on the loop polls the managers
+        that have last requests to send (ClosingRequestManager.poll_on_close: close fetch
+        sessions, send acknowledgements, leave) instead of polling them as usual, sends what
+        they return, and ends the phase once every one of them is done or after
+        ``timeout_s``. Call `stop` after it."""
+        if not self._running:
+            return
+        if self._close_done is None:
+            self._close_done = anyio.Event()
+        self._closing = True
+        self.wakeup()
+        with anyio.move_on_after(timeout_s) as scope:
+            await self._close_done.wait()
+        if scope.cancelled_caught:
+            log.warning("the close phase did not end within %g s; stopping anyway", timeout_s)
 
     async def wait_for_metadata(self, newer_than: int) -> None:
         """Wait until the metadata snapshot's version is greater than `newer_than`.
@@ -224,10 +244,12 @@ class NetworkDriver:
             self._dispatch(request)
         return wait
 
-    def _poll_managers(self) -> tuple[list[UnsentRequest], float]:
+    def _poll_managers(self) -> tuple[list[UnsentRequest[Any]], float]:
         now = now_ms()
+        if self._closing:
+            return self._poll_on_close(now)
         wait = math.inf
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         self._publish_extra_nodes()
         for manager in self._managers:
             result = manager.poll(now)
@@ -238,7 +260,27 @@ class NetworkDriver:
         self._publish_metadata()
         return requests, max(wait, 0.0)
 
-    def _poll_after_response(self) -> list[UnsentRequest]:
+    def _poll_on_close(self, now: float) -> tuple[list[UnsentRequest[Any]], float]:
+        """A turn of the close phase: the closing managers' last requests."""
+        wait = math.inf
+        requests: list[UnsentRequest[Any]] = []
+        done = True
+        for manager in self._managers:
+            closing = getattr(manager, "inner", manager)  # through a TimedManager
+            if not isinstance(closing, ClosingRequestManager):
+                continue
+            result = closing.poll_on_close(now, self._connected)
+            requests.extend(result.requests)
+            wait = min(wait, result.next_poll_ms)
+            done = done and closing.close_done
+        if done and not requests and self._close_done is not None:
+            self._close_done.set()
+        return requests, max(wait, 0.0)
+
+    def _connected(self, node: int) -> bool:
+        return self.connections.ready(node) is not None
+
+    def _poll_after_response(self) -> list[UnsentRequest[Any]]:
         """Poll the managers right after a handler ran; the requests to send now.
 
         Saves the main loop a wake-up per response: new requests start at once, and the
@@ -274,7 +316,7 @@ class NetworkDriver:
             nodes.update(self._published_extra)
         self.connections.update_nodes(nodes)
 
-    def _dispatch(self, request: UnsentRequest) -> None:
+    def _dispatch(self, request: UnsentRequest[Any]) -> None:
         """Write `request` at once if its connection can take it (`_send_now`); else hand
         it to an idle sender task, or start one (a task per request in flight, kept for
         reuse: starting a task costs more than waking one)."""
@@ -282,7 +324,7 @@ class NetworkDriver:
             self._queue(request)
             self._to_task(request)
 
-    def _queue(self, request: UnsentRequest) -> None:
+    def _queue(self, request: UnsentRequest[Any]) -> None:
         """`request` takes the task path: later requests to its node line up behind it."""
         node_id = request.node_id
         if node_id is not None:
@@ -291,13 +333,13 @@ class NetworkDriver:
                 line = self._lines[node_id] = Turns()
             self._turn_of[id(request)] = line.join()
 
-    async def _wait_turn(self, request: UnsentRequest) -> None:
+    async def _wait_turn(self, request: UnsentRequest[Any]) -> None:
         """Wait until the requests queued before `request` to its node have left the line."""
         node_id = request.node_id
         if node_id is not None:
             await self._lines[node_id].wait(self._turn_of[id(request)])
 
-    def _dequeue(self, request: UnsentRequest) -> None:
+    def _dequeue(self, request: UnsentRequest[Any]) -> None:
         """`request` reached its connection (it is written, or waits for an in-flight
         permit in line), or failed before: the next request to its node may go."""
         node_id = request.node_id
@@ -308,7 +350,7 @@ class NetworkDriver:
         if not line:
             del self._lines[node_id]
 
-    def _to_task(self, request: UnsentRequest) -> None:
+    def _to_task(self, request: UnsentRequest[Any]) -> None:
         if self._idle:
             slot = self._idle.pop()
             slot.request = request
@@ -317,7 +359,7 @@ class NetworkDriver:
         assert self._tg is not None
         self._tg.start_soon(self._sender_task, request)
 
-    def _send_now(self, unsent: UnsentRequest) -> bool:
+    def _send_now(self, unsent: UnsentRequest[Any]) -> bool:
         """The fast path of an established asyncio connection: write `unsent` from this call,
         and run its handler from an event-loop callback once the response is read
         (`_on_response`), so neither waits for a sender task to be scheduled. False when
@@ -347,7 +389,7 @@ class NetworkDriver:
             return False  # e.g. a field this version cannot carry: the task path reports it
 
     def _on_response(
-        self, unsent: UnsentRequest, response: Any, error: BaseException | None
+        self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None
     ) -> None:
         """A `_send_now` request's outcome (an event-loop callback, outside any task): run its
         handler and send what the managers want next. Dropped once the driver has stopped
@@ -372,7 +414,7 @@ class NetworkDriver:
                 log.exception("polling the request managers failed; stopping the network task")
                 self._crash(exc)
 
-    async def _sender_task(self, first: UnsentRequest) -> None:
+    async def _sender_task(self, first: UnsentRequest[Any]) -> None:
         """Send requests (and the follow-ups their responses allow) until idle too long."""
         request = first
         while True:
@@ -387,8 +429,8 @@ class NetworkDriver:
                 return
             request = slot.request
 
-    async def _send(self, unsent: UnsentRequest) -> None:
-        request: UnsentRequest | None = unsent
+    async def _send(self, unsent: UnsentRequest[Any]) -> None:
+        request: UnsentRequest[Any] | None = unsent
         while request is not None:
             if not await self._send_one(request):
                 # a failure may come without any wait (no connection): yield before the
@@ -405,7 +447,7 @@ class NetworkDriver:
                 else:
                     self._to_task(follow_up)
 
-    async def _send_one(self, unsent: UnsentRequest) -> bool:
+    async def _send_one(self, unsent: UnsentRequest[Any]) -> bool:
         """Send one request and run its handler; False if it failed."""
         response: Any = None
         error: BaseException | None = None
@@ -445,7 +487,7 @@ class NetworkDriver:
         return error is None
 
     @staticmethod
-    def _version(conn: Connection, unsent: UnsentRequest) -> int:
+    def _version(conn: Connection, unsent: UnsentRequest[Any]) -> int:
         """The version to send `unsent` in on `conn` (its cap applied); raises
         UnsupportedVersionError if the cap is below what the broker speaks."""
         version = conn.version_for(type(unsent.request))
@@ -459,7 +501,7 @@ class NetworkDriver:
                 )
         return version
 
-    def _handle(self, unsent: UnsentRequest, response: Any, error: BaseException | None) -> None:
+    def _handle(self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None) -> None:
         """Run `unsent`'s handler; a handler that raises stops the driver."""
         try:
             unsent.handler(now_ms(), response, error)

@@ -7,6 +7,7 @@ the application side polls acquired records and acknowledges them.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -16,10 +17,8 @@ import anyio
 import anyio.abc
 
 from kafkaio.config import split_connection_options
-from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.consumer.group.coordinator import CoordinatorManager
-from kafkaio.consumer.processor import ApplicationEventProcessor
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
+from kafkaio.errors import ClientClosedError, KafkaConfigError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -32,10 +31,17 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ShareConsumerMetrics
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
+from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.task import ClientTask
+from kafkaio.runtime.shell import (
+    DEFAULT_CLOSE_TIMEOUT_MS,
+    ClientShell,
+    Lifecycle,
+    close_timeout_ms,
+)
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize, located
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
@@ -58,6 +64,17 @@ _WAIT_SLICE_S = 0.5  # the application re-checks for errors at least this often 
 @dataclass(slots=True, eq=False)
 class CommitAcknowledgementsEvent(ApplicationEvent[dict[TopicPartition, KafkaError | None]]):
     """Send every pending acknowledgement now; completes with {partition: error or None}."""
+
+
+@dataclass(slots=True, eq=False)
+class AcknowledgeOnCloseEvent(ApplicationEvent[None]):
+    """close(): stop fetching, send the last acknowledgements and close every share session;
+    completes when the sessions are closed (Java's ShareAcknowledgeOnCloseEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class LeaveOnCloseEvent(ApplicationEvent[None]):
+    """close(): leave the share group; completes once out (Java's ShareLeaveOnCloseEvent)."""
 
 
 class ShareConsumer:
@@ -135,6 +152,8 @@ class ShareConsumer:
             on_records=self._records_arrived,
         )
         self._processor.register(CommitAcknowledgementsEvent, self._on_commit_event)
+        self._processor.register(AcknowledgeOnCloseEvent, self._on_acknowledge_on_close)
+        self._processor.register(LeaveOnCloseEvent, self._on_leave_on_close)
         # metrics (metrics_enabled=False: a null registry)
         self._registry = make_registry(
             conn_config.client_id or "", "share-consumer", metrics_enabled
@@ -152,11 +171,20 @@ class ShareConsumer:
         self._codecs: dict[str, FieldCodec] = {}  # key/value deserializers, as called
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
-        self._driver: NetworkDriver | None = None
-        self._task: ClientTask | None = None
-        self._connections: ConnectionManager | None = None
-        self._started = False
-        self._closed = False
+        fetcher: RequestManager = self._fetcher
+        if self._registry.enabled:
+            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
+        self._shell = ClientShell(
+            "share consumer",
+            bootstrap_servers,
+            conn_config,
+            metadata=self._metadata,
+            managers=[self._processor, self._coordinator, self._member, fetcher],
+            extra_nodes=self._coordinator.addresses,
+            conn_metrics=self._conn_metrics if self._registry.enabled else None,
+        )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
+        self._closed = False  # no more application calls (set once close() sent the acks)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -173,77 +201,39 @@ class ShareConsumer:
         await self.close()
 
     async def start(self) -> None:
-        """Start the network task, load metadata and begin joining the share group."""
-        if self._started:
-            raise KafkaError("a ShareConsumer can be started once; make a new one")
-        self._started = True
-        enabled = self._registry.enabled
-        self._connections = ConnectionManager(
-            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
-        )
-        fetcher: RequestManager = self._fetcher
-        if enabled:
-            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            [self._processor, self._coordinator, self._member, fetcher],
-            extra_nodes=self._coordinator.addresses,
-            io_wait=self._conn_metrics.io_wait if enabled else None,
-        )
+        """Start the network task, load metadata and begin joining the share group: raises
+        BootstrapError when no broker answers within default_api_timeout_ms. A share
+        consumer starts once."""
+        await self._shell.start(self.config.default_api_timeout_ms)
+        self._driver = self._shell.driver
+        assert self._driver is not None
         self._events.set_wakeup(self._driver.wakeup)
-        self._task = ClientTask()
-        await self._task.start(self._driver.run)
-        try:
-            with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
-                await self._driver.wait_for_metadata(0)
-        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
-            await self._shutdown()
-            raise
-        if self._metadata.version == 0:
-            error = self._metadata.last_error
-            await self._shutdown()
-            raise KafkaConnectionError(
-                f"the share consumer got no metadata from {self._bootstrap} within "
-                f"default_api_timeout_ms ({self.config.default_api_timeout_ms} ms); last "
-                f"error: {error}. Check bootstrap_servers and that the brokers are running"
-            )
         self._member.join()
         self._driver.wakeup()
 
-    async def close(self, timeout: float | None = 30.0) -> None:
-        """Send pending acknowledgements, close the share sessions, leave the group, stop."""
-        if self._closed or not self._started:
-            self._closed = True
-            return
-        self._closed = True
-        driver = self._driver
-        assert driver is not None
-        try:
-            if driver.running:
-                with anyio.move_on_after(timeout):
-                    self._finish_previous_poll(strict=False)
-                    self._iter.clear()
-                    self._fetcher.close()
-                    driver.wakeup()
-                    while not self._fetcher.closed and driver.running:
-                        await anyio.sleep(0.005)
-                    self._member.leave()
-                    driver.wakeup()
-                    while self._member.state is MemberState.LEAVING and driver.running:
-                        await anyio.sleep(0.005)
-                self._report(self._fetcher.drain_outcomes())
-        finally:
-            await self._shutdown()
+    async def close(self, timeout_ms: float | None = None, *, timeout: float | None = None) -> None:
+        """Send pending acknowledgements, close the share sessions and leave the group
+        within ``timeout_ms`` (default 30 s, as Java's), then stop. Safe to call twice, from
+        another task than start() and under a cancel scope. (``timeout`` in seconds is
+        deprecated.)"""
+        limit = close_timeout_ms(timeout_ms, timeout, DEFAULT_CLOSE_TIMEOUT_MS, "ShareConsumer")
 
-    async def _shutdown(self) -> None:
-        if self._driver is not None:
-            self._driver.stop()
-        if self._task is not None:
-            task, self._task = self._task, None
-            await task.wait()
-        if self._connections is not None:
-            await self._connections.close()
+        async def leave() -> None:
+            self._finish_previous_poll(strict=False)
+            self._iter.clear()
+            # acknowledgements first (the sessions close with them), then the group
+            for event in (AcknowledgeOnCloseEvent(math.inf), LeaveOnCloseEvent(math.inf)):
+                self._events.put(event)
+                await event.wait()
+
+        def stop_calls() -> None:
+            self._closed = True
+            if self._driver is not None:
+                self._report(self._fetcher.drain_outcomes())
+
+        if self._shell.state is Lifecycle.NEW:
+            self._closed = True
+        await self._shell.close(limit, leave, stop_calls)
 
     # -- metrics and health ---------------------------------------------------------------------
 
@@ -259,7 +249,7 @@ class ShareConsumer:
     def health(self) -> HealthSnapshot:
         """Connections and share-group membership now (for health endpoints)."""
         now = now_ms()
-        connections = [] if self._connections is None else self._connections.connection_states()
+        connections = self._shell.connection_states()
         group = GroupHealth(
             self.group_id,
             self._member.state.value,
@@ -272,7 +262,7 @@ class ShareConsumer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "share-consumer",
-            driver is not None and driver.running and not self._closed,
+            self._shell.running and not self._closed,
             connections,
             group,
             {},
@@ -413,17 +403,27 @@ class ShareConsumer:
         return result
 
     def _on_commit_event(self, event: CommitAcknowledgementsEvent, now: float) -> None:
-        self._fetcher.commit(event.complete)
+        def done(outcomes: dict[TopicPartition, KafkaError | None]) -> None:
+            event.complete(outcomes)
+
+        self._fetcher.commit(done)
+
+    def _on_acknowledge_on_close(self, event: AcknowledgeOnCloseEvent, now: float) -> None:
+        fetcher = self._fetcher
+        fetcher.close()
+        self._processor.complete_when(event, lambda: fetcher.closed)
+
+    def _on_leave_on_close(self, event: LeaveOnCloseEvent, now: float) -> None:
+        member = self._member
+        member.leave()
+        self._processor.complete_when(event, lambda: member.state is not MemberState.LEAVING)
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _check(self) -> NetworkDriver:
         if self._closed:
-            raise KafkaError("the share consumer is closed")
-        if self._driver is None:
-            raise KafkaError("the share consumer is not started; use `async with` or start()")
-        self._driver.check()
-        return self._driver
+            raise ClientClosedError("the share consumer is closed; create a new ShareConsumer")
+        return self._shell.check(closing_ok=True)
 
     async def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
         """Deserialize (deserializers of any shape, awaited here) and attach the acker."""

@@ -38,7 +38,9 @@ from kafkaio.share.protocol import (
     AckTopic,
     FetchTopic,
     ShareAcknowledgeRequestV1,
+    ShareAcknowledgeResponseV1,
     ShareFetchRequestV1,
+    ShareFetchResponseV1,
 )
 from kafkaio.share.record import ShareRecord
 
@@ -205,7 +207,7 @@ class ShareFetchManager:
         if self._closing:
             return self._poll_close(now)
         targets = self._targets()
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         wait = math.inf
         flush_left = False  # a commit's acknowledgements wait for a session's answer
         for node_id in set(targets) | set(self._sessions):
@@ -280,7 +282,7 @@ class ShareFetchManager:
         session: ShareSession,
         wanted: set[TopicPartition],
         ack_tps: list[TopicPartition],
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         topics: dict[uuid.UUID, FetchTopic] = {}
         sent_acks: dict[TopicPartition, tuple[int, ...]] = {}
         if session.epoch == INITIAL_EPOCH:
@@ -316,7 +318,7 @@ class ShareFetchManager:
         session.in_flight = True
         sent_epoch, session_id = session.epoch, session.session_id
 
-        def handler(at: float, response: Any, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareFetchResponseV1, error: BaseException | None) -> None:
             self._on_fetch(
                 at, now, session, session_id, sent_epoch, new_partitions, sent_acks, response, error
             )
@@ -332,7 +334,7 @@ class ShareFetchManager:
 
     def _ack_request(
         self, session: ShareSession, ack_tps: list[TopicPartition], epoch: int
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         topics: dict[uuid.UUID, AckTopic] = {}
         sent_acks: dict[TopicPartition, tuple[int, ...]] = {}
         for tp in ack_tps:
@@ -350,7 +352,7 @@ class ShareFetchManager:
         session.in_flight = True
         session_id = session.session_id
 
-        def handler(at: float, response: Any, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareAcknowledgeResponseV1, error: BaseException | None) -> None:
             self._on_acknowledge(at, session, session_id, epoch, sent_acks, response, error)
 
         return UnsentRequest(session.node_id, request, handler)
@@ -366,7 +368,7 @@ class ShareFetchManager:
         sent_epoch: int,
         new_partitions: set[TopicPartition],
         sent_acks: dict[TopicPartition, tuple[int, ...]],
-        response: Any,
+        response: ShareFetchResponseV1,
         error: BaseException | None,
     ) -> None:
         session.in_flight = False
@@ -513,7 +515,7 @@ class ShareFetchManager:
         session_id: int,
         sent_epoch: int,
         sent_acks: dict[TopicPartition, tuple[int, ...]],
-        response: Any,
+        response: ShareAcknowledgeResponseV1,
         error: BaseException | None,
     ) -> None:
         session.in_flight = False

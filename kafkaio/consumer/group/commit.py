@@ -193,6 +193,18 @@ class CommitManager:
         errors, self._errors = self._errors, []
         return errors
 
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult:
+        """The consumer is closing: group operations still pending fail (close() already
+        committed what it commits)."""
+        self.fail_pending(
+            KafkaError("the consumer was closed before this group operation completed")
+        )
+        return PollResult()
+
+    @property
+    def close_done(self) -> bool:
+        return True
+
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every unfinished handle (the consumer unsubscribes or closes). The lookup of
         new partitions' committed offsets starts afresh: partitions assigned later get one
@@ -229,7 +241,7 @@ class CommitManager:
         self._maybe_auto_commit(now)
         self._maybe_fetch_positions(now)
         coordinator = self._coordinator.coordinator
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         waits = [math.inf]
         if self.auto_commit and self._next_auto_commit_ms is not None:
             waits.append(self._next_auto_commit_ms)
@@ -310,7 +322,7 @@ class CommitManager:
 
     def _commit_request(
         self, now: float, commit: _Commit, coordinator: Coordinator
-    ) -> UnsentRequest | None:
+    ) -> UnsentRequest[Any] | None:
         generation = NO_GENERATION
         if self._subscriptions.has_auto_assignment():
             current = None if self._member is None else self._member.generation_if_stable()
@@ -372,7 +384,7 @@ class CommitManager:
             ],
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetCommitResponse, error: BaseException | None) -> None:
             commit.in_flight = False
             if not commit.handle.done:
                 self._on_commit_response(t, commit, response, error)
@@ -444,7 +456,7 @@ class CommitManager:
 
     # -- OffsetFetch ---------------------------------------------------------------------
 
-    def _fetch_request(self, fetch: _Fetch, coordinator: Coordinator) -> UnsentRequest:
+    def _fetch_request(self, fetch: _Fetch, coordinator: Coordinator) -> UnsentRequest[Any]:
         fetch.in_flight = True
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(fetch.partitions):
@@ -468,7 +480,7 @@ class CommitManager:
             require_stable=self._require_stable,
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetFetchResponse, error: BaseException | None) -> None:
             fetch.in_flight = False
             if not fetch.handle.done:
                 self._on_fetch_response(t, fetch, response, error)
@@ -570,15 +582,15 @@ class CommitManager:
     def _on_positions(self, now: float, fetch: _Fetch) -> None:
         self._positions_fetch = None
         handle = fetch.handle
-        if handle.error is not None or handle.result is None:
+        if handle.error is not None or handle.value is None:
             self._positions_failures += 1
-            if handle.error is not None:
+            if isinstance(handle.error, KafkaError):
                 self._errors.append(handle.error)
             self._next_positions_ms = now + self._backoff.delay_ms(self._positions_failures)
             return
         self._positions_failures = 0
         subs = self._subscriptions
-        for tp, committed in handle.result.items():
+        for tp, committed in handle.value.items():
             # the app may have seeked (or the partition gone) while the fetch was in flight
             if (
                 not subs.is_assigned(tp)

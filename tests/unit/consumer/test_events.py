@@ -8,19 +8,15 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from kafkaio.consumer.events import (
-    ApplicationEvent,
-    ApplicationEventQueue,
-    BackgroundEventQueue,
-    ListOffsetsEvent,
-)
-from kafkaio.consumer.processor import ApplicationEventProcessor
+from kafkaio.consumer.events import ListOffsetsEvent
 from kafkaio.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
 )
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, BackgroundEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 
 
 @dataclass(slots=True, eq=False)
@@ -93,7 +89,7 @@ def test_event_already_past_deadline_is_not_handled() -> None:
     event = EchoEvent(10, 1)
     queue.put(event)
     processor.poll(20)
-    assert handled == [] and isinstance(event._error, KafkaTimeoutError)
+    assert handled == [] and isinstance(event.error, KafkaTimeoutError)
 
 
 def test_unknown_event_type_and_failing_handler_fail_the_event() -> None:

@@ -83,6 +83,17 @@ def test_paused_partition_keeps_data_and_position() -> None:
     assert [r.offset for r in rig.collector.collect()[tp(0)]] == [0, 1, 2, 3]
 
 
+def test_a_partition_being_revoked_hands_out_nothing_more() -> None:
+    """Between the revocation callback (which committed what was handed out) and the
+    membership's acknowledgement, buffered records of a revoked partition stay where they
+    are, as Java's FetchCollector skips partitions pending revocation: handed out, they
+    would be consumed again by the partition's next owner."""
+    rig = _rig_with(batch(0, values(0, 4)))
+    rig.subscriptions.mark_pending_revocation([tp(0)])
+    assert rig.collector.collect() == {}
+    assert rig.subscriptions.position(tp(0)).offset == 0
+
+
 def test_seek_drops_buffered_data() -> None:
     rig = _rig_with(batch(0, values(0, 4)))
     rig.collector.collect(max_records=1)

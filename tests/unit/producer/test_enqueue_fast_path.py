@@ -14,12 +14,13 @@ import pytest
 from kafkaio.errors import InvalidTopicError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.batch import ProducerBatch
-from kafkaio.producer.client import Producer, _State
+from kafkaio.producer.client import Producer
 from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
 from kafkaio.producer.future import DeliveryFuture
 from kafkaio.producer.idempotence import IdState
 from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.records import BatchBuilder, iter_batches
+from kafkaio.runtime.shell import Lifecycle
 
 from ._helpers import metadata_response
 
@@ -44,6 +45,9 @@ class FakeDriver:
     def stop(self) -> None:
         self.running = False
 
+    async def close(self, timeout_s: float | None) -> None:
+        return None  # no manager has last requests here
+
     async def run(self, **kwargs: Any) -> None:
         self.fatal_error = RuntimeError("a bug in a request manager")
         self.running = False
@@ -59,7 +63,8 @@ def running_producer(partitions: int = 1, seed: int = 7, **options: Any) -> Prod
         producer.config.batch_size, rng=random.Random(seed).random
     )
     producer._driver = FakeDriver()  # type: ignore[assignment]
-    producer._state = _State.RUNNING
+    producer._shell.driver = producer._driver
+    producer._shell.state = Lifecycle.RUNNING
     return producer
 
 
@@ -253,7 +258,7 @@ async def test_errors_still_raise_with_an_open_batch() -> None:
 async def test_no_fast_path_once_closed() -> None:
     producer = running_producer()
     queued_future = await producer.enqueue(TOPIC, b"a")
-    await producer.close(timeout=0)
+    await producer.close(timeout_ms=0)
     assert isinstance(queued_future.exception(), ProducerClosedError)
     with pytest.raises(ProducerClosedError):
         await producer.enqueue(TOPIC, b"b")
@@ -262,7 +267,7 @@ async def test_no_fast_path_once_closed() -> None:
 async def test_no_fast_path_once_the_network_task_failed() -> None:
     producer = running_producer()
     pending = await producer.enqueue(TOPIC, b"a")
-    await producer._run_driver()  # the stand-in fails at once
+    await producer._shell._run_driver()  # the stand-in fails at once
     assert isinstance(pending.exception(), ProducerClosedError)
     with pytest.raises(KafkaError):
         await producer.enqueue(TOPIC, b"b")
