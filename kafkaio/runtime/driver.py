@@ -257,6 +257,10 @@ class NetworkDriver:
                 requests.extend(result.requests)
             if result.next_poll_ms < wait:
                 wait = result.next_poll_ms
+        # A manager polled after the metadata manager (the application events' processor
+        # handling an assign, a reset missing a leader) may have asked it for a topic or a
+        # refresh: turn again at once rather than sleep on that until something else wakes us.
+        wait = min(wait, self.metadata.time_to_next_update(now))
         self._publish_metadata()
         return requests, max(wait, 0.0)
 
