@@ -43,6 +43,7 @@ from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
 from kafkaio.consumer.group.coordinator import CoordinatorManager
 from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.handlers import ConsumerEventHandlers
+from kafkaio.consumer.interceptors import ConsumerInterceptors
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
@@ -239,6 +240,15 @@ class Consumer:
         self._poll_event: PollEvent | None = None  # the last poll told to the network task
         # the network task applies the application's events (kafkaio.consumer.handlers); the
         # queue tells the application side when it has taken them (getmany waits for that)
+        self._interceptors = ConsumerInterceptors(config.interceptors)
+        if self._commits is not None and self._interceptors.watches_commits:
+            interceptors, background = self._interceptors, self._background
+
+            def committed(offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+                # the network task saw the commit succeed; on_commit runs in the app's task
+                background.put_callback(lambda: interceptors.on_commit(offsets))
+
+            self._commits.on_committed = committed
         self._handlers = ConsumerEventHandlers(
             self._processor,
             subs,
@@ -396,6 +406,7 @@ class Consumer:
         def stop_calls() -> None:
             self._closed = True
             self._notify()
+            self._interceptors.close()
 
         if self._shell.state is Lifecycle.NEW:
             stop_calls()
@@ -1142,6 +1153,8 @@ class Consumer:
             if records:
                 if self._registry.enabled:
                     self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
+                if self._interceptors.enabled:  # before the application sees them (onConsume)
+                    records = self._interceptors.on_consume(records)
                 return records
             self._raise_missing_offsets()
             remaining = deadline - anyio.current_time()

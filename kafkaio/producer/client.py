@@ -348,6 +348,12 @@ class Producer:
             )
             if left:
                 log.warning("producer closed with %d undelivered records (failed)", left)
+            for interceptor in self.config.interceptors:  # as Java's ProducerInterceptor.close
+                if callable(getattr(interceptor, "close", None)):
+                    try:
+                        interceptor.close()
+                    except Exception:
+                        log.exception("interceptor %r failed in close", interceptor)
 
         await self._shell.close(None, flush, fail_undelivered)
         log.info("producer closed")
