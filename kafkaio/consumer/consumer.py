@@ -41,6 +41,7 @@ from kafkaio.consumer.fetcher import FetchManager
 from kafkaio.consumer.group.commit import CommitManager
 from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
 from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.consumer.group.member import GroupMembership
 from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.handlers import ConsumerEventHandlers
 from kafkaio.consumer.interceptors import ConsumerInterceptors
@@ -98,7 +99,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkaio.consumer")
 
-Membership = ClassicMembershipManager | ConsumerMembershipManager
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseException | None"], Any]
@@ -179,7 +179,7 @@ class Consumer:
         self._pending = RecordQueue()
         self._listener: RebalanceListener | None = None
         self._coordinator: CoordinatorManager | None = None
-        self._membership: Membership | None = None
+        self._membership: GroupMembership | None = None
         self._commits: CommitManager | None = None
         self._bridge: GroupEventBridge | None = None
         managers: list[RequestManager] = [self._processor]
@@ -273,7 +273,7 @@ class Consumer:
         order the network task polls them (before offsets and fetches)."""
         backoff = (config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._coordinator = coordinator = CoordinatorManager(group_id, *backoff)
-        membership: Membership
+        membership: GroupMembership
         if config.group_protocol == "consumer":  # KIP-848: the coordinator assigns
             membership = ConsumerMembershipManager(
                 group_id,
@@ -892,7 +892,7 @@ class Consumer:
             membership.group_instance_id,
         )
 
-    def _require_group(self, what: str) -> Membership:
+    def _require_group(self, what: str) -> GroupMembership:
         if self._membership is None:
             raise KafkaConfigError(f"{what} needs a group_id: offsets are committed per group")
         return self._membership
