@@ -11,7 +11,6 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -83,6 +82,7 @@ from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, Back
 from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import (
+    AsyncClient,
     ClientShell,
     Lifecycle,
     close_timeout_ms,
@@ -109,7 +109,7 @@ _CHECK_INTERVAL_S = 1.0
 _ITERATION_BATCH = 500
 
 
-class Consumer:
+class Consumer(AsyncClient):
     """An asyncio/trio Kafka consumer (anyio). Use ``async with Consumer(...) as consumer``.
 
     Group subscription: ``Consumer("t1", "t2", group_id="g")`` or ``subscribe(topics=...,
@@ -348,24 +348,6 @@ class Consumer:
         return list(self._managers)
 
     # -- lifecycle ------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await self.close()
-        except Exception as error:
-            if exc is None:
-                raise
-            # the body's exception goes on; the listener's is only logged
-            log.warning("closing the consumer after %r: %r", exc, error)
 
     async def start(self) -> None:
         """Start the network task and load cluster metadata: raises BootstrapError when no
