@@ -4,8 +4,9 @@
 
 POST /produce ({"value": ..., "key": ..., "partition": ...}) sends a record and returns
 where it landed; a background ConsumerRunner keeps the last records in memory (GET /recent);
-GET /health shows the consumer loop's state and lag per partition and the client's health
-snapshot (connections, group state; 503 when either is unhealthy); GET /metrics the
+GET /health (liveness) shows the consumer loop's state and lag per partition and the client's
+health snapshot (connections, group state; 503 when either is unhealthy, 200 while the group
+is still joining); GET /ready (readiness) is 503 until the consumer has partitions; GET /metrics the
 clients' metrics (Java names). Cleanup stops the loop, commits what was handled and leaves
 the group. Needs ``pip install 'kafkaio[aiohttp]'``.
 """
@@ -117,18 +118,27 @@ def create_app(
     async def recent(request: web.Request) -> web.Response:
         return web.json_response(request.app[KAFKA].recent.snapshot())
 
-    async def health(request: web.Request) -> web.Response:
-        k = request.app[KAFKA]
+    def health_body(k: Kafka) -> tuple[dict[str, Any], bool, bool]:
         status = k.runner.status()
         client = k.runner.consumer.health()
-        healthy = status.healthy and client.healthy
+        healthy = status.healthy and client.healthy  # alive (also while joining the group)
+        ready = healthy and status.ready  # partitions assigned
         body = {
-            "status": "ok" if healthy else "degraded",
+            "status": "ok" if ready else ("joining" if healthy else "degraded"),
+            "ready": ready,
             "consumer": status.as_dict(),
             "consumer_client": client.as_dict(),  # connections, group state, lag
             "producer": {"buffered_bytes": k.producer.buffered_bytes},
         }
+        return body, healthy, ready
+
+    async def health(request: web.Request) -> web.Response:
+        body, healthy, _ = health_body(request.app[KAFKA])
         return web.json_response(body, status=200 if healthy else 503)
+
+    async def ready(request: web.Request) -> web.Response:
+        body, _, is_ready = health_body(request.app[KAFKA])
+        return web.json_response(body, status=200 if is_ready else 503)
 
     async def metrics(request: web.Request) -> web.Response:
         k = request.app[KAFKA]
@@ -145,6 +155,7 @@ def create_app(
     app.router.add_post("/produce", produce)
     app.router.add_get("/recent", recent)
     app.router.add_get("/health", health)
+    app.router.add_get("/ready", ready)
     app.router.add_get("/metrics", metrics)
     return app
 

@@ -3,9 +3,11 @@
     KAFKA_BOOTSTRAP=localhost:9092 KAFKA_TOPIC=events uvicorn examples.fastapi_app:app
 
 POST /produce sends a record and returns where it landed; a background ConsumerRunner keeps
-the last records of the topic in memory (GET /recent); GET /health shows the consumer loop's
-state and lag per partition and the client's health snapshot (connections, group state; 503
-when either is unhealthy); GET /metrics the clients' metrics (Java names). Shutdown stops the loop,
+the last records of the topic in memory (GET /recent); GET /health (liveness) shows the
+consumer loop's state and lag per partition and the client's health snapshot (connections,
+group state; 503 when either is unhealthy, 200 while the group is still joining); GET /ready
+(readiness) is 503 until the consumer has partitions; GET /metrics the clients' metrics
+(Java names). Shutdown stops the loop,
 commits what was handled and leaves the group. Needs ``pip install 'kafkaio[fastapi]'``.
 """
 
@@ -70,19 +72,22 @@ class Kafka:
     recent: RecentRecords
 
 
-def health_body(k: Kafka) -> tuple[dict[str, Any], bool]:
-    """The /health answer: the consumer loop's status and the clients' health snapshots
-    (connections, group state, lag); healthy when both the loop and the client are."""
+def health_body(k: Kafka) -> tuple[dict[str, Any], bool, bool]:
+    """The /health and /ready answer: the consumer loop's status and the clients' health
+    snapshots (connections, group state, lag), whether both are healthy (alive) and whether
+    the consumer is also ready (partitions assigned)."""
     status = k.runner.status()
     client = k.runner.consumer.health()
     healthy = status.healthy and client.healthy
+    ready = healthy and status.ready
     body = {
-        "status": "ok" if healthy else "degraded",
+        "status": "ok" if ready else ("joining" if healthy else "degraded"),
+        "ready": ready,
         "consumer": status.as_dict(),
         "consumer_client": client.as_dict(),
         "producer": {"buffered_bytes": k.producer.buffered_bytes},
     }
-    return body, healthy
+    return body, healthy, ready
 
 
 def producer_metrics(producer: Producer) -> dict[str, Any]:
@@ -150,9 +155,13 @@ def create_app(
 
     @app.get("/health")
     async def health(request: Request) -> JSONResponse:
-        k = kafka(request)
-        body, healthy = health_body(k)
+        body, healthy, _ = health_body(kafka(request))
         return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/ready")
+    async def ready(request: Request) -> JSONResponse:
+        body, _, is_ready = health_body(kafka(request))
+        return JSONResponse(body, status_code=200 if is_ready else 503)
 
     @app.get("/metrics")
     async def metrics(request: Request) -> dict[str, Any]:

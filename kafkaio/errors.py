@@ -26,6 +26,16 @@ class KafkaProtocolError(KafkaError):
     """Bytes on the wire do not follow the Kafka protocol (truncated, oversized, malformed)."""
 
 
+def _where(topic: str | None, partition: int | None, offset: int | None) -> str:
+    """``topic='t', partition=0, offset=5`` for what is known ("" for nothing)."""
+    parts = [
+        f"{name}={value!r}"
+        for name, value in (("topic", topic), ("partition", partition), ("offset", offset))
+        if value is not None
+    ]
+    return ", ".join(parts)
+
+
 class CorruptRecordError(KafkaError):
     """A record batch failed its CRC-32C check or could not be decoded.
 
@@ -40,38 +50,81 @@ class CorruptRecordError(KafkaError):
         partition: int | None = None,
         offset: int | None = None,
     ) -> None:
-        where = []
-        if topic is not None:
-            where.append(f"topic={topic!r}")
-        if partition is not None:
-            where.append(f"partition={partition}")
-        if offset is not None:
-            where.append(f"offset={offset}")
-        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        where = _where(topic, partition, offset)
+        super().__init__(f"{message} ({where})" if where else message)
         self.topic = topic
         self.partition = partition
         self.offset = offset
 
 
-class RecordDeserializationError(KafkaError):
+class SerializationError(KafkaError, ValueError):
+    """A serializer or deserializer could not convert a key or value.
+
+    ``reason`` says what was wrong; ``path`` names the field inside the key or value when a
+    typed serde knows it (``"customer.age"``, ``"items[2].sku"``). Raised by the producer
+    (naming ``topic``, ``partition`` when chosen, and ``field``: ``"key"`` or ``"value"``), and
+    by serdes themselves (without the location, which the client adds).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        field: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.field = field
+        self.path = path
+        where = _where(topic, partition, offset)
+        at = f" (field {path!r})" if path and path not in reason else ""
+        super().__init__(f"{reason}{at}" + (f" ({where})" if where else ""))
+
+
+class RecordDeserializationError(SerializationError):
     """The consumer's key or value deserializer raised for one record (the cause is chained).
 
-    ``topic``, ``partition`` and ``offset`` name the record and ``part`` is ``"key"`` or
-    ``"value"``. The records before it were handed out; the position stays at this record,
+    ``topic``, ``partition`` and ``offset`` name the record, ``part`` (also ``field``) is
+    ``"key"`` or ``"value"`` and ``path`` the field inside it when the deserializer named one.
+    The records before it were handed out; the position stays at this record,
     so every later call raises again until the application seeks past it
     (``consumer.seek(TopicPartition(topic, partition), offset + 1)``).
     """
 
-    def __init__(self, topic: str, partition: int, offset: int, part: str) -> None:
-        super().__init__(
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        part: str,
+        cause: BaseException | None = None,
+    ) -> None:
+        detail = "see the cause"
+        path = None
+        if isinstance(cause, SerializationError):
+            detail, path = cause.reason, cause.path
+            if path:
+                detail = f"{detail} (field {path!r})"
+        elif cause is not None:
+            detail = f"{type(cause).__name__}: {cause}"
+        KafkaError.__init__(
+            self,
             f"the {part} deserializer failed for the record at offset {offset} of "
-            f"{topic!r} partition {partition} (see the cause); the records before it were "
-            f"returned and the position stays at it: seek to offset {offset + 1} to skip it"
+            f"{topic!r} partition {partition}: {detail}; the records before it were "
+            f"returned and the position stays at it: seek to offset {offset + 1} to skip it",
         )
+        self.reason = detail
         self.topic = topic
         self.partition = partition
         self.offset = offset
-        self.part = part
+        self.field = self.part = part
+        self.path = path
 
 
 class KafkaConnectionError(KafkaError):
@@ -88,6 +141,14 @@ class SslAuthenticationError(KafkaConnectionError):
     retriable = False
 
 
+class NotKafkaPeerError(KafkaConnectionError, KafkaProtocolError):
+    """The peer answered the first request, but not in the Kafka protocol: an HTTP server, a
+    TLS listener reached without TLS, another service on the port. Retrying cannot fix it,
+    so clients stop at once; check bootstrap_servers (the port) and security_protocol."""
+
+    retriable = False
+
+
 class ClientClosedError(KafkaConnectionError):
     """The client (its connection manager) is closed: no request can be sent any more, and
     retrying does not help. Create a new client."""
@@ -97,6 +158,15 @@ class ClientClosedError(KafkaConnectionError):
 
 class KafkaTimeoutError(KafkaError):
     """A deadline passed before the operation completed."""
+
+    retriable = True
+
+
+class BootstrapError(KafkaConnectionError, KafkaTimeoutError):
+    """A client's start() got no cluster metadata from any bootstrap server in time: the
+    addresses are wrong, the brokers are down or unreachable, or they answered too slowly.
+    Both a KafkaConnectionError and a KafkaTimeoutError, so code catching either (what the
+    clients raised before) catches it."""
 
     retriable = True
 

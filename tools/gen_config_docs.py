@@ -91,17 +91,22 @@ COMMON: dict[str, OptionDoc] = {
         "`fetch_max_wait_ms`",
     ),
     "key_deserializer": OptionDoc(
-        "Turns each record's key bytes (or None) into the `key` you get. The default keeps bytes.",
+        "Turns each record's key bytes (or None) into the `key` you get: a function, an "
+        "`async def` function (awaited in your task) or a `kafkaio.serde.Deserializer` (see "
+        "[Serialization](../serialization.md)). The default keeps bytes.",
         "`key.deserializer`",
         "`key_deserializer`",
         default="bytes as is",
+        type="Callable[[bytes | None], Any] | Deserializer",
     ),
     "value_deserializer": OptionDoc(
-        "Turns each record's value bytes (or None) into the `value` you get. The default "
-        "keeps bytes.",
+        "Turns each record's value bytes (or None) into the `value` you get: a function, an "
+        "`async def` function (awaited in your task) or a `kafkaio.serde.Deserializer` (see "
+        "[Serialization](../serialization.md)). The default keeps bytes.",
         "`value.deserializer`",
         "`value_deserializer`",
         default="bytes as is",
+        type="Callable[[bytes | None], Any] | Deserializer",
     ),
 }
 
@@ -200,6 +205,13 @@ CONNECTION: dict[str, OptionDoc] = {
         "`sasl_oauth_token_provider` (an object with `async token()`)",
         type="Callable[[], str | Awaitable[str]] | None",
     ),
+    "sasl_scram_max_iterations": OptionDoc(
+        "Most PBKDF2 iterations a broker's SCRAM challenge may ask for; more fails the login "
+        "with `SaslAuthenticationFailedError` (each iteration costs CPU time; Kafka stores "
+        "credentials with 4096 to 16384).",
+        "— (Kafka's ScramMechanism maximum, 16384)",
+        "—",
+    ),
 }
 
 PRODUCER: dict[str, OptionDoc] = {
@@ -270,20 +282,24 @@ PRODUCER: dict[str, OptionDoc] = {
         "`max.block.ms`",
     ),
     "key_serializer": OptionDoc(
-        "Turns the `key` you pass into bytes (None: keys must be bytes or None).",
+        "Turns the `key` you pass into bytes: a function, an `async def` function (awaited "
+        "in `send`) or a `kafkaio.serde.Serializer` (see [Serialization](../serialization.md)); "
+        "None: keys must be bytes or None.",
         "`key.serializer`",
         "`key_serializer`",
-        type="Callable[[Any], bytes | None] | None",
+        type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "value_serializer": OptionDoc(
-        "Turns the `value` you pass into bytes (None: values must be bytes or None).",
+        "Turns the `value` you pass into bytes: a function, an `async def` function (awaited "
+        "in `send`) or a `kafkaio.serde.Serializer` (see [Serialization](../serialization.md)); "
+        "None: values must be bytes or None.",
         "`value.serializer`",
         "`value_serializer`",
-        type="Callable[[Any], bytes | None] | None",
+        type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "interceptors": OptionDoc(
-        "Objects with `on_send(record)` (may return a changed `ProducerRecord`) and/or "
-        "`on_acknowledgement(metadata, error)`.",
+        "Objects with `on_send(record)` (may return a changed `ProducerRecord`), "
+        "`on_acknowledgement(metadata, error)` and/or `close()`.",
         "`interceptor.classes`",
         type="Sequence[object]",
     ),
@@ -323,8 +339,10 @@ CONSUMER: dict[str, OptionDoc] = {
     ),
     "max_poll_records": OptionDoc(
         "Most records one `getmany()` returns (None: whatever is buffered, which can be the "
-        "whole prefetch; huge lists cost more in garbage collection than they save); "
-        "`getone()` and `async for` collect at most min(this, 500) at a time.",
+        "whole prefetch; huge lists cost more in garbage collection than they save; from "
+        "each fetched chunk at most one record per 7 bytes of it, so compression cannot "
+        "multiply the records of one call); `getone()` and `async for` collect at most "
+        "min(this, 500) at a time.",
         "`max.poll.records`",
         "`max_poll_records`",
     ),
@@ -417,6 +435,14 @@ CONSUMER: dict[str, OptionDoc] = {
         '`"range"`); None lets the broker choose.',
         "`group.remote.assignor`",
     ),
+    "interceptors": OptionDoc(
+        "Objects with `on_consume(records)` (sees what a poll returns before the application "
+        "and may return changed records), `on_commit(offsets)` (each successful commit) "
+        "and/or `close()`, run in the application's task; errors are logged "
+        "(`kafkaio.consumer.interceptors`).",
+        "`interceptor.classes`",
+        type="Sequence[object]",
+    ),
 }
 
 SHARE_CONSUMER: dict[str, OptionDoc] = {
@@ -474,6 +500,10 @@ consumer = Consumer("orders", bootstrap_servers="broker:9092", group_id="billing
                     sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="billing",
                     sasl_plain_password="secret")
 ```
+
+The options are typed for editors and type checkers (`**options: Unpack[ProducerOptions]`,
+TypedDicts in `kafkaio.options`): an IDE completes the names, and mypy or pyright flag
+`Producer("b:9092", lingr_ms=5)` before it runs.
 
 Times are milliseconds and sizes bytes. The last column names the equivalent setting of the
 Apache Kafka Java client and of aiokafka 0.14 (with its default when it differs from

@@ -553,7 +553,12 @@ class Gen:
 def class_text(st: Struct, nested: list[Struct], indent: str, msg: Message, is_root: bool) -> str:
     out: list[str] = []
     out.append(f"{indent}@dataclass(slots=True)")
-    out.append(f"{indent}class {st.name}:")
+    if is_root and msg.kind == "request" and st.name.endswith("Request"):
+        # typed pairs: Connection.send(XRequest) -> XResponse (see kafkaio.protocol.api)
+        response = st.name[: -len("Request")] + "Response"
+        out.append(f"{indent}class {st.name}(Request[{response!r}]):")
+    else:
+        out.append(f"{indent}class {st.name}:")
     doc = st.about or (f"Kafka {msg.name} (api key {msg.api_key})." if is_root and msg.api_key is not None else f"{st.name}.")
     doc = doc.replace("\\", "\\\\").replace('"""', "'''")
     out.append(f'{indent}    """{doc}"""')
@@ -637,6 +642,7 @@ def module_text(msgs: list[Message], spec_dir: Path) -> str:
         "    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,",
         ")",
         "from kafkaio.protocol._codec import struct as _struct",
+        "from kafkaio.protocol.api import Request",
         "",
     ]
     classes: list[str] = []

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import anyio
 
@@ -29,9 +28,17 @@ from kafkaio.errors import (
     error_for_code,
 )
 from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
+from kafkaio.metadata.coordinators import CoordinatorType, lookup_request, parse_lookup
+from kafkaio.metrics import HealthSnapshot
 from kafkaio.net.connection import Connection
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.protocol import messages as m
+from kafkaio.runtime.shell import AsyncClient, ClientShell, close_timeout_ms
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import AdminOptions
 
 log = logging.getLogger("kafkaio.admin")
 
@@ -78,11 +85,14 @@ def name_list(names: Iterable[str], what: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-class AdminCore:
+class AdminCore(AsyncClient):
     """Connections, cluster metadata, coordinator cache and the retry loops of ``Admin``."""
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
+    def __init__(
+        self, bootstrap_servers: str | Sequence[str], **options: Unpack[AdminOptions]
+    ) -> None:
         options.setdefault("client_id", "kafkaio-admin")
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(options, ADMIN_OPTIONS, "Admin")
         self._timeout_ms = float(own.get("default_api_timeout_ms", 60_000))
         if self._timeout_ms <= 0:
@@ -91,31 +101,40 @@ class AdminCore:
             float(own.get("retry_backoff_ms", 100)), float(own.get("retry_backoff_max_ms", 1000))
         )
         self._connections = ConnectionManager(bootstrap_servers, conn_config)
+        self._shell = ClientShell(
+            "admin client", bootstrap_servers, conn_config, connections=self._connections
+        )
         self._cluster = ClusterMetadata()
         self._metadata_version = 0
         self._metadata_stale = True
         self._coordinators: dict[str, int] = {}
         self._extra_nodes: dict[int, tuple[str, int]] = {}
 
-    async def __aenter__(self: T) -> T:
-        await self.start()  # type: ignore[attr-defined]
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     async def start(self) -> None:
-        """Connect and load cluster metadata."""
-        await self._retrying("connect", self._refresh_metadata, None)
+        """Connect and load cluster metadata: raises BootstrapError when no broker answers
+        within default_api_timeout_ms (a fatal error, such as a refused login, as it is).
+        An admin client starts once."""
 
-    async def close(self) -> None:
-        """Close every connection; the client cannot be used afterwards."""
-        await self._connections.close()
+        async def connect(_connections: ConnectionManager) -> None:
+            await self._retrying("connect", self._refresh_metadata, None)
+
+        await self._shell.start(self._timeout_ms, connect)
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Close every connection; the client cannot be used afterwards. Nothing is left to
+        flush, so ``timeout_ms`` (accepted as on every client) changes nothing. Safe to call
+        twice, from another task than start() and under a cancel scope."""
+        close_timeout_ms(timeout_ms, None, None, "Admin")
+        await self._shell.close(timeout_ms)
+
+    def health(self) -> HealthSnapshot:
+        """The admin client's connections now (for health endpoints)."""
+        return HealthSnapshot(
+            self._connections.config.client_id or "",
+            "admin",
+            self._shell.running,
+            self._shell.connection_states(),
+        )
 
     @property
     def cluster(self) -> ClusterMetadata:
@@ -203,40 +222,18 @@ class AdminCore:
         version = conn.version_for(m.FindCoordinatorRequest)
         batches = [missing] if version >= 4 else [[g] for g in missing]
         for batch in batches:
-            request = m.FindCoordinatorRequest(
-                key=batch[0], key_type=0, coordinator_keys=list(batch)
+            response = await conn.send(
+                lookup_request(CoordinatorType.GROUP, batch), version=version
             )
-            response = await conn.send(request, version=version)
-            if version >= 4:
-                answers = [
-                    (c.key, c.node_id, c.host, c.port, c.error_code, c.error_message)
-                    for c in response.coordinators
-                ]
-            else:
-                answers = [
-                    (
-                        batch[0],
-                        response.node_id,
-                        response.host,
-                        response.port,
-                        response.error_code,
-                        response.error_message,
-                    )
-                ]
-            for key, node_id, host, port, code, message in answers:
-                err = broker_error(code, message, group_id=key)
-                if err is not None:
-                    out[key] = err
+            for key, found in parse_lookup(response, CoordinatorType.GROUP, batch).items():
+                if isinstance(found, KafkaError):
+                    out[key] = found
                     continue
-                self._coordinators[key] = node_id
-                out[key] = node_id
-                if node_id not in self._connections.nodes:
-                    self._extra_nodes[node_id] = (host, port)
+                self._coordinators[key] = found.node_id
+                out[key] = found.node_id
+                if found.node_id not in self._connections.nodes:
+                    self._extra_nodes[found.node_id] = (found.host, found.port)
                     self._publish_nodes()
-        for g in missing:
-            out.setdefault(
-                g, CoordinatorNotAvailableError("FindCoordinator did not answer", group_id=g)
-            )
         return out
 
     def _group_router(self) -> _GroupRouter:

@@ -3,7 +3,7 @@ an outsider, for empty groups), delete (OffsetDelete) and lag against the end of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkaio.admin.core import AdminCore, broker_error, missing_is_final
@@ -44,8 +44,12 @@ def offset_fetch_request(
     )
 
 
-def parse_offset_fetch(response: Any, version: int, group_id: str) -> dict[TopicPartition, Any]:
+def parse_offset_fetch(
+    response: m.OffsetFetchResponse, version: int, group_id: str
+) -> dict[TopicPartition, Any]:
     """{tp: CommittedOffset} from either layout; raises the group-level error, if any."""
+    # the two layouts' topic entries have the same fields (name, partitions...)
+    topics: Sequence[Any]
     if version >= 8:
         group = next((g for g in response.groups if g.group_id == group_id), None)
         if group is None:

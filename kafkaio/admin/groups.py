@@ -191,12 +191,12 @@ class GroupsMixin(AdminCore):
                 response2 = await conn.send(
                     m.ConsumerGroupDescribeRequest(group_ids=retry_as_consumer)
                 )
-                for g in response2.groups:
-                    described = parse_consumer_group(g, node)
+                for cg in response2.groups:
+                    described = parse_consumer_group(cg, node)
                     if described.error is None:
-                        out[g.group_id] = described
+                        out[cg.group_id] = described
                     elif described.error.retriable:
-                        out[g.group_id] = described.error
+                        out[cg.group_id] = described.error
             return out
 
         results: dict[str, GroupDescription] = await self._fan_out(

@@ -13,6 +13,7 @@ from kafkaio.admin.types import CreateTopicResult, NewPartitions, NewTopic
 from kafkaio.errors import KafkaConfigError, KafkaError, NotControllerError
 from kafkaio.metadata.cluster import ClusterMetadata, TopicInfo
 from kafkaio.protocol import messages as m
+from kafkaio.validate import check_topic
 
 log = logging.getLogger("kafkaio.admin")
 
@@ -33,6 +34,7 @@ class TopicsMixin(AdminCore):
         timeout = self._timeout_ms if timeout_ms is None else timeout_ms
         unique: dict[str, NewTopic] = {}
         for t in topics:
+            check_topic(t.name)  # before sending: some brokers create a topic named ""
             if unique.setdefault(t.name, t) != t:
                 raise KafkaConfigError(f"create_topics got two different specs for {t.name!r}")
         request = m.CreateTopicsRequest(

@@ -13,7 +13,6 @@ from typing import Any, TextIO
 
 import anyio
 
-from kafkaio import __version__
 from kafkaio.admin import Admin
 from kafkaio.errors import KafkaConfigError, KafkaError
 from kafkaio.net.config import ConnectionConfig
@@ -41,6 +40,8 @@ class Context:
     out: TextIO
     err: TextIO
     options: dict[str, Any] = field(default_factory=dict)
+    # -X settings that are not connection options: for the producer or consumer only
+    client_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -76,6 +77,19 @@ class Context:
         self.err.flush()
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installation report of kafkaio.about (first line: the version)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from kafkaio.about import installation
+
+        sys.stdout.write("\n".join(installation().lines()) + "\n")
+        parser.exit()
+
+
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     default: Any = None if top else argparse.SUPPRESS
     parser.add_argument(
@@ -91,6 +105,15 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         default=default,
         help="properties file: security_protocol, sasl_mechanism, sasl_plain_username, "
         "sasl_plain_password, ssl_cafile, ssl_certfile, ssl_keyfile, client_id...",
+    )
+    parser.add_argument(
+        "-X",
+        dest="settings",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[] if top else argparse.SUPPRESS,
+        help="any client setting, e.g. -X linger_ms=20 -X security.protocol=SSL "
+        "(dots or underscores; repeatable; overrides --config)",
     )
     parser.add_argument(
         "--timeout-ms",
@@ -115,7 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Produce, consume and administer Kafka from the command line.",
         epilog="Exit codes: 0 ok, 1 Kafka error, 2 usage error, 130 interrupted.",
     )
-    parser.add_argument("--version", action="version", version=f"kafkaio {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="show the version, the record codec, Python and the optional features, and exit",
+    )
     _common(parser, top=True)
     common = argparse.ArgumentParser(add_help=False)
     _common(common, top=False)
@@ -140,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from kafkaio.cli.settings import client_options, read_properties
 
             ctx.options = client_options(read_properties(args.config))
+        if args.settings:
+            from kafkaio.cli.settings import split_settings
+
+            connection, own = split_settings(args.settings)
+            ctx.options.update(connection)
+            ctx.client_options.update(own)
         return _run(command, ctx)
     except KeyboardInterrupt:
         ctx.note("interrupted")

@@ -27,26 +27,28 @@ def producer(ctx: Context, **options: Any) -> Producer:
     and the delivery of each record."""
     conn = _connection_options(ctx)
     delivery_ms = max(ctx.timeout_ms, conn["request_timeout_ms"] + 100)
-    return Producer(
-        ctx.bootstrap,
-        max_block_ms=ctx.timeout_ms,
-        delivery_timeout_ms=delivery_ms,
+    settings: dict[str, Any] = {
+        "max_block_ms": ctx.timeout_ms,
+        "delivery_timeout_ms": delivery_ms,
         **conn,
         **options,
-    )
+        **ctx.client_options,  # -X wins
+    }
+    return Producer(ctx.bootstrap, **settings)
 
 
 def consumer(ctx: Context, **options: Any) -> Consumer:
     """A Consumer for ``ctx`` (``--timeout-ms`` is the deadline of its offset lookups and
     commits); ``options`` add group settings and the reset policy."""
     conn = _connection_options(ctx)
-    return Consumer(
-        bootstrap_servers=ctx.bootstrap,
-        default_api_timeout_ms=ctx.timeout_ms,
-        fetch_max_wait_ms=min(_FETCH_MAX_WAIT_MS, conn["request_timeout_ms"] // 2),
+    settings: dict[str, Any] = {
+        "default_api_timeout_ms": ctx.timeout_ms,
+        "fetch_max_wait_ms": min(_FETCH_MAX_WAIT_MS, conn["request_timeout_ms"] // 2),
         **conn,
         **options,
-    )
+        **ctx.client_options,  # -X wins
+    }
+    return Consumer(bootstrap_servers=ctx.bootstrap, **settings)
 
 
 async def topic_partitions(admin: Admin, topic: str) -> list[int]:

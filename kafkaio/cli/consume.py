@@ -4,7 +4,9 @@ partitions and a chosen start, or as a member of a group that commits what it pr
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kafkaio.admin import Admin
@@ -34,13 +36,26 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "(partitions without one start as the other options say), and commits what it "
         "printed when it exits (also on Ctrl-C).",
     )
-    p.add_argument("topic")
-    start = p.add_mutually_exclusive_group()
-    start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
-    start.add_argument(
-        "-o", "--offset", type=int, help="start at offset N (negative: N records before the end)"
+    p.add_argument(
+        "topics",
+        nargs="+",
+        metavar="topic",
+        help="topics to read; one starting with ^ is a regular expression (as kcat)",
     )
-    start.add_argument("--timestamp", type=int, metavar="MS", help="start at this time (ms)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-beginning", action="store_true", help="start at the earliest offset (-o beginning)"
+    )
+    start.add_argument(
+        "-o",
+        "--offset",
+        type=parse_offset,
+        metavar="START",
+        help="where to start (as kcat): beginning, end, stored (the group's committed "
+        "offsets; needs -g), N (offset N), -N (N records before the end), s@MS (the "
+        "first record at or after time MS)",
+    )
+    start.add_argument("--timestamp", type=int, metavar="MS", help="start at this time (s@MS)")
     p.add_argument("-g", "--group", help="consume as a member of this group, committing on exit")
     p.add_argument(
         "--session-timeout-ms",
@@ -66,7 +81,64 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "fields: topic partition offset timestamp key value headers",
     )
     p.add_argument("-K", "--key-separator", metavar="SEP", help="raw format: print key SEP value")
+    p.add_argument(
+        "-r",
+        "--schema-registry",
+        metavar="URL",
+        help="Schema Registry URL for -s (e.g. http://localhost:8081)",
+    )
+    p.add_argument(
+        "-s",
+        "--serde",
+        action="append",
+        default=[],
+        metavar="[key=|value=]FORMAT",
+        help="decode keys and/or values written by Schema Registry serializers and print "
+        "them as JSON: avro or json (JSON Schema); e.g. -s avro, -s key=avro -s value=json "
+        "(needs -r)",
+    )
     p.set_defaults(run=run)
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Where consumption starts: ``kind`` is beginning, end, stored, offset, relative or
+    timestamp, with ``value`` for the last three."""
+
+    kind: str
+    value: int = 0
+
+
+def parse_offset(text: str) -> Start:
+    """kcat's -o: beginning, end, stored, N, -N, s@TIMESTAMP_MS."""
+    lowered = text.strip().lower()
+    if lowered in ("beginning", "end", "stored"):
+        return Start(lowered)
+    if lowered.startswith("s@"):
+        try:
+            return Start("timestamp", int(lowered[2:]))
+        except ValueError:
+            pass
+    else:
+        try:
+            number = int(lowered)
+        except ValueError:
+            pass
+        else:
+            return Start("relative" if number < 0 else "offset", number)
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: use beginning, end, stored, N, -N or s@TIMESTAMP_MS"
+    )
+
+
+def start_of(args: argparse.Namespace) -> Start:
+    """The start the options ask for (default: the end)."""
+    if args.from_beginning:
+        return Start("beginning")
+    if args.timestamp is not None:
+        return Start("timestamp", args.timestamp)
+    start: Start | None = args.offset
+    return start or Start("end")
 
 
 class Session:
@@ -86,30 +158,31 @@ class Session:
         """Seek to the start asked by -o/--timestamp; with a group, only partitions the
         group has no committed offset for. (--from-beginning and the default, the end, are
         the consumer's auto_offset_reset.)"""
-        args, consumer = self.args, self.consumer
-        if args.offset is None and args.timestamp is None:
+        consumer = self.consumer
+        start = start_of(self.args)
+        if start.kind in ("beginning", "end", "stored"):
             return
         rest = sorted(tps)
-        if args.group:
+        if self.args.group:
             rest = [tp for tp in rest if await consumer.committed(tp) is None]
         if not rest:
             return
-        if args.timestamp is not None:
-            found = await consumer.offsets_for_times(dict.fromkeys(rest, args.timestamp))
+        if start.kind == "timestamp":
+            found = await consumer.offsets_for_times(dict.fromkeys(rest, start.value))
             after_last = [tp for tp, at in found.items() if at is None]
             for tp, at in found.items():
                 if at is not None:
                     consumer.seek(tp, at.offset)
             if after_last:  # a time after the last record: start at the end
                 await consumer.seek_to_end(*after_last)
-        elif args.offset >= 0:
+        elif start.kind == "offset":
             for tp in rest:
-                consumer.seek(tp, args.offset)
+                consumer.seek(tp, start.value)
         else:
             ends = await consumer.end_offsets(rest)
             beginnings = await consumer.beginning_offsets(rest)
             for tp in rest:
-                consumer.seek(tp, max(ends[tp] + args.offset, beginnings[tp], 0))
+                consumer.seek(tp, max(ends[tp] + start.value, beginnings[tp], 0))
 
     async def print_records(self) -> None:
         """Poll and print until -c records were printed, -e found every partition read,
@@ -185,24 +258,52 @@ class _GroupListener(RebalanceListener):
         self.session.forget(lost)
 
 
-async def _partitions(ctx: Context, admin: Admin) -> list[TopicPartition]:
+async def _topics(ctx: Context, admin: Admin) -> list[str]:
+    """The topics named, with each ^regex replaced by the existing topics it matches."""
+    names: list[str] = []
+    existing: list[str] | None = None
+    for name in ctx.args.topics:
+        if not name.startswith("^"):
+            names.append(name)
+            continue
+        try:
+            pattern = re.compile(name)
+        except re.error as exc:
+            raise UsageError(f"bad topic regex {name!r}: {exc}") from None
+        if existing is None:
+            existing = await admin.list_topics()
+        matched = [t for t in existing if pattern.match(t)]
+        if not matched:
+            raise UsageError(f"no topic matches {name!r}")
+        names.extend(matched)
+    return list(dict.fromkeys(names))
+
+
+async def _partitions(ctx: Context, admin: Admin, topics: list[str]) -> list[TopicPartition]:
     args = ctx.args
-    all_partitions = await clients.topic_partitions(admin, args.topic)
-    wanted = args.partition or all_partitions
-    missing = sorted(set(wanted) - set(all_partitions))
-    if missing:
-        raise UsageError(
-            f"topic {args.topic!r} has partitions 0-{len(all_partitions) - 1}; "
-            f"no partition {missing[0]}"
-        )
-    return [TopicPartition(args.topic, p) for p in sorted(set(wanted))]
+    out: list[TopicPartition] = []
+    for topic in topics:
+        all_partitions = await clients.topic_partitions(admin, topic)
+        wanted = args.partition or all_partitions
+        missing = sorted(set(wanted) - set(all_partitions))
+        if missing:
+            raise UsageError(
+                f"topic {topic!r} has partitions 0-{len(all_partitions) - 1}; "
+                f"no partition {missing[0]}"
+            )
+        out += [TopicPartition(topic, p) for p in sorted(set(wanted))]
+    return out
 
 
 def _consumer(ctx: Context) -> Consumer:
     args = ctx.args
-    reset = "earliest" if args.from_beginning else "latest"
+    start = start_of(args)
+    if start.kind == "stored" and not args.group:
+        raise UsageError("-o stored starts at the group's committed offsets: it needs -g GROUP")
+    reset = "earliest" if start.kind == "beginning" else "latest"
+    serdes = _registry_deserializers(ctx)
     if not args.group:
-        return clients.consumer(ctx, auto_offset_reset=reset)
+        return clients.consumer(ctx, auto_offset_reset=reset, **serdes)
     session_ms = args.session_timeout_ms
     if session_ms < 10:
         raise UsageError(f"--session-timeout-ms must be at least 10, got {session_ms}")
@@ -213,7 +314,22 @@ def _consumer(ctx: Context) -> Consumer:
         auto_offset_reset=reset,
         session_timeout_ms=session_ms,
         heartbeat_interval_ms=max(session_ms // 5, 1),
+        **serdes,
     )
+
+
+def _registry_deserializers(ctx: Context) -> dict[str, Any]:
+    """-s/-r: key_deserializer / value_deserializer that decode Schema Registry records."""
+    args = ctx.args
+    if not args.serde:
+        if args.schema_registry:
+            raise UsageError("-r/--schema-registry is used with -s avro or -s json")
+        return {}
+    if not args.schema_registry:
+        raise UsageError("-s needs the Schema Registry's URL: -r URL")
+    from kafkaio.cli.decoding import registry_deserializers
+
+    return registry_deserializers(args.schema_registry, args.serde)
 
 
 async def run(ctx: Context) -> int:
@@ -222,7 +338,8 @@ async def run(ctx: Context) -> int:
         raise UsageError("--count must be 0 or more")
     render = record_formatter(args.format, args.template, args.key_separator)
     async with ctx.admin() as admin:
-        tps = await _partitions(ctx, admin)
+        topics = await _topics(ctx, admin)
+        tps = await _partitions(ctx, admin, topics)
     if args.count == 0:
         return 0
     consumer = _consumer(ctx)
@@ -232,7 +349,16 @@ async def run(ctx: Context) -> int:
         try:
             async with interruptible() as interrupt:
                 if args.group and not args.partition:
-                    consumer.subscribe([args.topic], listener=_GroupListener(session))
+                    listener = _GroupListener(session)
+                    patterns = [t for t in args.topics if t.startswith("^")]
+                    if patterns:  # the group follows topics created later too
+                        # as kcat: a ^regex matches names it starts (the consumer's
+                        # patterns match whole names)
+                        plain = [re.escape(t) for t in args.topics if not t.startswith("^")]
+                        joined = "|".join([f"(?:{p}).*" for p in patterns] + plain)
+                        consumer.subscribe(pattern=joined, listener=listener)
+                    else:
+                        consumer.subscribe(topics, listener=listener)
                 else:
                     consumer.assign(tps)
                     await session.choose_start(tps)
@@ -241,7 +367,7 @@ async def run(ctx: Context) -> int:
             if args.group:
                 code = await _commit_on_exit(ctx, session)
             if not ctx.out.isatty():
-                ctx.note(f"consumed {session.count} records from {args.topic}")
+                ctx.note(f"consumed {session.count} records from {', '.join(topics)}")
     if interrupt.interrupted:
         ctx.note("interrupted")
         return EXIT_INTERRUPTED

@@ -131,13 +131,20 @@ def _as_json(r: ConsumerRecord[bytes | None, bytes | None]) -> bytes:
             "partition": r.partition,
             "offset": r.offset,
             "timestamp": r.timestamp,
-            "key": jsonable(r.key),  # a str if UTF-8, else {"base64": ...}; None is null
-            "value": jsonable(r.value),
+            "key": _json_field(r.key),  # a str if UTF-8, else {"base64": ...}; None is null
+            "value": _json_field(r.value),
             "headers": [[k, jsonable(v)] for k, v in r.headers],  # keys may repeat
         },
         ensure_ascii=False,
     )
     return line.encode("utf-8", "backslashreplace")  # a lone surrogate as a JSON \u escape
+
+
+def _json_field(data: bytes | None) -> Any:
+    """A key or value for the JSON format: one decoded by -s as the JSON value it is."""
+    if type(data) is not bytes and isinstance(data, bytes):  # cli.decoding.Decoded
+        return json.loads(data)
+    return jsonable(data)
 
 
 def _fields(r: ConsumerRecord[bytes | None, bytes | None]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ Producer, with keys, headers, compression, acks and an optional fixed partition.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import json
 import os
 import sys
@@ -68,7 +70,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="produce lines or JSON lines from stdin or a file",
         description="Produce one record per input line. With --format json each line is an "
         'object: {"key": ..., "value": ..., "headers": {...} or [[K, V], ...], "partition": N, '
-        '"timestamp": MS} (a non-object line is the value). Keyed records go to the murmur2 '
+        '"timestamp": MS} (a non-object line is the value); a key, value or header value '
+        '{"base64": "..."} is the bytes it encodes, so `consume --format json` output '
+        "produces the same records. Keyed records go to the murmur2 "
         "partition of their key (as the Java client); others are spread by the sticky "
         "partitioner. Exits 1 if any record was not delivered.",
     )
@@ -146,12 +150,14 @@ def _json_record(line: bytes, number: int, headers: Headers) -> InputRecord:
     except ValueError as exc:
         raise UsageError(f"input line {number} is not JSON: {exc}") from None
     if not isinstance(obj, dict):
-        return InputRecord(number, None, _to_bytes(obj), list(headers))
+        return InputRecord(number, None, _to_bytes(obj, number, "value"), list(headers))
     record_headers = list(headers)
     raw_headers = obj.get("headers") or {}
     pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
     for k, v in pairs:
-        record_headers.append((str(k), None if v is None else _to_bytes(v)))
+        record_headers.append(
+            (str(k), None if v is None else _to_bytes(v, number, f"header {k!r}"))
+        )
     partition = obj.get("partition")
     timestamp = obj.get("timestamp")
     if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
@@ -162,16 +168,26 @@ def _json_record(line: bytes, number: int, headers: Headers) -> InputRecord:
     value = obj.get("value")
     return InputRecord(
         number,
-        None if key is None else _to_bytes(key),
-        None if value is None else _to_bytes(value),
+        None if key is None else _to_bytes(key, number, "key"),
+        None if value is None else _to_bytes(value, number, "value"),
         record_headers,
         partition,
         timestamp,
     )
 
 
-def _to_bytes(value: Any) -> bytes:
-    return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+def _to_bytes(value: Any, number: int, what: str) -> bytes:
+    """A JSON key, value or header value as bytes: a str as UTF-8, ``{"base64": "..."}``
+    (how ``consume --format json`` writes bytes that are not UTF-8) as the bytes it encodes,
+    anything else as its JSON text."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("base64"), str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except binascii.Error as exc:
+            raise UsageError(f"input line {number}: {what} is not valid base64: {exc}") from None
+    return json.dumps(value).encode()
 
 
 def check_partitions(
@@ -232,7 +248,9 @@ async def deliver(
                 outcome.stopped_by = exc
         outcome.interrupted = outcome.interrupted or interrupt.interrupted
     finally:
-        await producer.close(timeout=_CLOSE_ON_INTERRUPT_S if outcome.interrupted else None)
+        await producer.close(
+            timeout_ms=_CLOSE_ON_INTERRUPT_S * 1000 if outcome.interrupted else None
+        )
         for line, future in pending:  # all done now: close completes every future
             error = future.exception()
             if error is None:

@@ -5,14 +5,17 @@ Connection and security options are split off by kafkaio.config.split_connection
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from kafkaio.consumer.group.assignors import ConsumerPartitionAssignor, assignor_for_name
+from kafkaio.consumer.interceptors import check_interceptors
 from kafkaio.consumer.record import identity
 from kafkaio.consumer.subscription import OffsetResetStrategy
 from kafkaio.errors import KafkaConfigError
+from kafkaio.serde.base import FieldCodec
+from kafkaio.validate import check_bool
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 GROUP_PROTOCOLS = ("classic", "consumer")
@@ -24,13 +27,17 @@ class ConsumerConfig:
 
     Times are milliseconds. ``max_poll_records`` (500, Java's default) caps what one
     getmany() returns; None returns whatever is buffered (which can be the whole prefetch:
-    very large lists cost more in garbage collection than they save in calls). ``fetch_buffer_max_bytes`` caps the bytes of fetched-but-unconsumed data
+    very large lists cost more in garbage collection than they save in calls), but from
+    each fetched chunk at most as many records as its bytes could hold uncompressed (one
+    per 7 bytes): a compressed batch of millions of tiny records comes out over several
+    calls. ``fetch_buffer_max_bytes`` caps the bytes of fetched-but-unconsumed data
     (prefetch); None means 2 x fetch_max_bytes.
     """
 
     group_id: str | None = None
-    key_deserializer: Callable[[bytes | None], Any] = identity
-    value_deserializer: Callable[[bytes | None], Any] = identity
+    # plain or async callables (bytes | None -> value), or kafkaio.serde.Deserializer objects
+    key_deserializer: Any = identity
+    value_deserializer: Any = identity
     fetch_min_bytes: int = 1
     fetch_max_bytes: int = 52_428_800
     fetch_max_wait_ms: int = 500
@@ -62,6 +69,8 @@ class ConsumerConfig:
     group_protocol: str = "classic"
     # KIP-848: the server-side assignor ("uniform", "range"); None lets the broker choose
     group_remote_assignor: str | None = None
+    # objects with on_consume(records), on_commit(offsets) and/or close() (interceptors.py)
+    interceptors: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         for name, minimum in (
@@ -82,6 +91,14 @@ class ConsumerConfig:
         for name in ("max_poll_records", "fetch_buffer_max_bytes", "rebalance_timeout_ms"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1)
+        for name in (
+            "check_crcs",
+            "exclude_internal_topics",
+            "allow_auto_create_topics",
+            "enable_auto_commit",
+        ):
+            check_bool(name, getattr(self, name))
+        self.interceptors = check_interceptors(self.interceptors)
         OffsetResetStrategy.parse(self.auto_offset_reset)
         if self.isolation_level not in ISOLATION_LEVELS:
             raise KafkaConfigError(
@@ -89,8 +106,7 @@ class ConsumerConfig:
                 "'read_committed'"
             )
         for name in ("key_deserializer", "value_deserializer"):
-            if not callable(getattr(self, name)):
-                raise KafkaConfigError(f"{name} must be callable (bytes | None -> value)")
+            FieldCodec(getattr(self, name), name.split("_")[0], deserializer=True)
         if self.group_id is not None and (not isinstance(self.group_id, str) or not self.group_id):
             raise KafkaConfigError(
                 f"group_id must be a non-empty str or None, got {self.group_id!r}"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -20,34 +20,53 @@ from kafkaio.config import split_connection_options
 from kafkaio.consumer.config import CONSUMER_OPTIONS, ConsumerConfig
 from kafkaio.consumer.errors import NoOffsetForPartitionError
 from kafkaio.consumer.events import (
-    ApplicationEvent,
-    ApplicationEventQueue,
+    AssignmentChangeEvent,
     AwaitPositionsEvent,
-    BackgroundEventQueue,
     CommitEvent,
     FetchCommittedEvent,
+    LeaveGroupOnCloseEvent,
     ListOffsetsEvent,
+    PauseEvent,
+    PollEvent,
+    RebalanceStepDoneEvent,
+    ResetOffsetsEvent,
+    ResumeEvent,
+    SeekEvent,
+    SubscriptionChangeEvent,
+    UnsubscribeEvent,
 )
 from kafkaio.consumer.fetch_buffer import FetchBuffer, FetchCollector
 from kafkaio.consumer.fetcher import FetchManager
 from kafkaio.consumer.group.commit import CommitManager
 from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
 from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.consumer.group.member import GroupMembership
 from kafkaio.consumer.group.membership import ClassicMembershipManager
+from kafkaio.consumer.handlers import ConsumerEventHandlers
+from kafkaio.consumer.interceptors import ConsumerInterceptors
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
-from kafkaio.consumer.processor import ApplicationEventProcessor
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
-from kafkaio.consumer.record import ConsumerRecord
+from kafkaio.consumer.record import ConsumerRecord, identity
 from kafkaio.consumer.record_queue import RecordQueue
-from kafkaio.consumer.subscription import FetchState, OffsetResetStrategy, SubscriptionState
+from kafkaio.consumer.subscription import (
+    FetchState,
+    OffsetResetStrategy,
+    PartitionState,
+    SubscriptionState,
+    SubscriptionType,
+)
 from kafkaio.consumer.topics import SubscribedTopicsManager
 from kafkaio.consumer.validation import PositionValidationManager
-from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import (
+    ClientClosedError,
+    KafkaConfigError,
+    KafkaError,
+    RecordDeserializationError,
+)
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
-    ConnectionHealth,
     GroupHealth,
     HealthSnapshot,
     MetricsRegistry,
@@ -57,15 +76,29 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ConsumerMetrics, RebalanceTimer
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, BackgroundEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.shell import (
+    AsyncClient,
+    ClientShell,
+    Lifecycle,
+    close_timeout_ms,
+)
 from kafkaio.runtime.wakeup import Wakeup
+from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
+from kafkaio.validate import check_bool, check_partition, check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ConsumerOptions
 
 log = logging.getLogger("kafkaio.consumer")
 
-Membership = ClassicMembershipManager | ConsumerMembershipManager
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseException | None"], Any]
@@ -74,11 +107,9 @@ CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseExcepti
 _CHECK_INTERVAL_S = 1.0
 # getone()/__anext__ collect this many records at once (capped by max_poll_records).
 _ITERATION_BATCH = 500
-# While leaving the group, how often close()/unsubscribe() check that the member is out.
-_LEAVE_CHECK_S = 0.05
 
 
-class Consumer:
+class Consumer(AsyncClient):
     """An asyncio/trio Kafka consumer (anyio). Use ``async with Consumer(...) as consumer``.
 
     Group subscription: ``Consumer("t1", "t2", group_id="g")`` or ``subscribe(topics=...,
@@ -102,9 +133,11 @@ class Consumer:
         bootstrap_servers: str | Sequence[str] = "localhost:9092",
         group_id: str | None = None,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         options.setdefault("client_id", "kafkaio-consumer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(
             options, CONSUMER_OPTIONS - {"group_id"}, "Consumer"
         )
@@ -146,7 +179,7 @@ class Consumer:
         self._pending = RecordQueue()
         self._listener: RebalanceListener | None = None
         self._coordinator: CoordinatorManager | None = None
-        self._membership: Membership | None = None
+        self._membership: GroupMembership | None = None
         self._commits: CommitManager | None = None
         self._bridge: GroupEventBridge | None = None
         managers: list[RequestManager] = [self._processor]
@@ -171,21 +204,61 @@ class Consumer:
         )
         self._processor.register(ListOffsetsEvent, self._offsets.list_offsets)
         self._processor.register(AwaitPositionsEvent, self._offsets.await_positions)
+        key_codec = FieldCodec(config.key_deserializer, "key", deserializer=True)
+        value_codec = FieldCodec(config.value_deserializer, "value", deserializer=True)
+        # Plain deserializers run inline in the collector; async ones (or ones taking a
+        # context) run in `_deserialize`, awaited in the application's task.
+        self._codecs: tuple[FieldCodec, FieldCodec] | None = None
+        if not (key_codec.plain and value_codec.plain):
+            self._codecs = (key_codec, value_codec)
         self._collector = FetchCollector(
             self._subscriptions,
             self._buffer,
             read_committed=config.isolation == 1,
             check_crcs=config.check_crcs,
-            key_deserializer=config.key_deserializer,
-            value_deserializer=config.value_deserializer,
+            key_deserializer=identity if self._codecs else config.key_deserializer,
+            value_deserializer=identity if self._codecs else config.value_deserializer,
         )
         self._data_ready = Wakeup()  # set when records or background events arrive
         self._buffer.on_data = self._notify
         self._background.on_put = self._notify
-        self._driver: NetworkDriver | None = None
+        self._shell = ClientShell(
+            "consumer",
+            bootstrap_servers,
+            conn_config,
+            metadata=self._metadata,
+            managers=self._managers,
+            extra_nodes=None if self._coordinator is None else self._coordinator.addresses,
+            conn_metrics=self._conn_metrics if self._registry.enabled else None,
+        )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
         self._connections: ConnectionManager | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
+        # no more application calls: set by close() once its steps ran (the listener's
+        # callbacks may still commit while the consumer leaves the group)
         self._closed = False
+        self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
+        self._poll_event: PollEvent | None = None  # the last poll told to the network task
+        # the network task applies the application's events (kafkaio.consumer.handlers); the
+        # queue tells the application side when it has taken them (getmany waits for that)
+        self._interceptors = ConsumerInterceptors(config.interceptors)
+        if self._commits is not None and self._interceptors.watches_commits:
+            interceptors, background = self._interceptors, self._background
+
+            def committed(offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+                # the network task saw the commit succeed; on_commit runs in the app's task
+                background.put_callback(lambda: interceptors.on_commit(offsets))
+
+            self._commits.on_committed = committed
+        self._handlers = ConsumerEventHandlers(
+            self._processor,
+            subs,
+            self._metadata,
+            self._buffer,
+            self._membership,
+            self._bridge,
+            self._commits,
+        )
+        self._events.on_drained = self._notify
         if topics:
             self.subscribe(topics)
 
@@ -200,7 +273,7 @@ class Consumer:
         order the network task polls them (before offsets and fetches)."""
         backoff = (config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._coordinator = coordinator = CoordinatorManager(group_id, *backoff)
-        membership: Membership
+        membership: GroupMembership
         if config.group_protocol == "consumer":  # KIP-848: the coordinator assigns
             membership = ConsumerMembershipManager(
                 group_id,
@@ -270,157 +343,106 @@ class Consumer:
         return self._config
 
     @property
-    def request_managers(self) -> list[RequestManager]:
+    def _request_managers(self) -> list[RequestManager]:
         """The managers the network task polls, in order (the group managers go here)."""
         return list(self._managers)
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await self.close()
-        except Exception as error:
-            if exc is None:
-                raise
-            # the body's exception goes on; the listener's is only logged
-            log.warning("closing the consumer after %r: %r", exc, error)
-
     async def start(self) -> None:
-        """Start the network task and load cluster metadata (bootstrap)."""
-        if self._driver is not None:
-            raise KafkaError("the consumer is already started; a consumer starts once")
-        self._connections = ConnectionManager(
-            self._bootstrap_servers,
-            self._conn_config,
-            metrics=self._conn_metrics if self._registry.enabled else None,
-        )
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            self._managers,
-            extra_nodes=None if self._coordinator is None else self._coordinator.addresses,
-            io_wait=self._conn_metrics.io_wait if self._registry.enabled else None,
-        )
-        self._events.set_wakeup(self._driver.wakeup)
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._task_group = tg
-        try:
-            await tg.start(self._driver.run)
-            timeout = self._config.default_api_timeout_ms / 1000
-            with anyio.move_on_after(timeout):
-                await self._driver.wait_for_metadata(0)
-            if self._metadata.version == 0:
-                cause = self._metadata.last_error
-                raise KafkaTimeoutError(
-                    f"could not load metadata from {self._bootstrap_servers!r} within "
-                    f"{timeout:g} s (last error: {cause!r}); check bootstrap_servers and that "
-                    "the brokers are up"
-                )
-        except BaseException:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        """Commit consumed offsets (auto-commit) and leave the group, then stop the network
-        task and close connections. Safe to call twice. An error raised while leaving (the
-        rebalance listener's, say) is raised once the consumer is closed, as Java's close()
-        does (``async with`` only logs it when its body is already raising)."""
+        """Start the network task and load cluster metadata: raises BootstrapError when no
+        broker answers within default_api_timeout_ms (a fatal error, such as a refused
+        login, as it is). A consumer starts once."""
         if self._closed:
-            return
-        error: Exception | None = None
-        try:
-            if self._driver is not None and self._driver.running and self._commits is not None:
-                error = await self._close_group()
-        except Exception as exc:  # closing goes on: the network task must stop
-            log.warning("closing the consumer's group membership failed: %r", exc)
-        try:
-            if self._driver is not None and self._driver.running:
-                await self._close_fetch_sessions()
-        finally:
+            raise KafkaError("the consumer is closed; create a new Consumer")
+        await self._shell.start(self._config.default_api_timeout_ms)
+        self._driver, self._connections = self._shell.driver, self._shell.connections
+        assert self._driver is not None
+        self._events.set_wakeup(self._driver.wakeup)
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Commit consumed offsets (auto-commit) and leave the group, then stop the network
+        task and close connections, within ``timeout_ms`` (default 30 s, as Java's).
+        Safe to call twice, from another task than start() and under a cancel scope. An
+        error raised while leaving (the rebalance listener's, say) is raised once the
+        consumer is closed, as Java's close() does (``async with`` only logs it when its
+        body is already raising)."""
+        limit = close_timeout_ms(timeout_ms, None, self._config.default_api_timeout_ms, "Consumer")
+        errors: list[Exception] = []
+
+        async def leave() -> None:
+            try:
+                await self._complete_unsubscribe()
+            except Exception as exc:  # closing goes on; raised once closed, as a leave error
+                errors.append(exc)
+            try:
+                if self._shell.task_alive and self._commits is not None:
+                    error = await self._close_group()
+                    if error is not None:
+                        errors.insert(0, error)
+            except Exception as exc:  # closing goes on: the network task must stop
+                log.warning("closing the consumer's group membership failed: %r", exc)
+            # then the network task's close phase closes the fetch sessions (FetchManager's
+            # poll_on_close) and fails group operations still pending (CommitManager's)
+
+        def stop_calls() -> None:
             self._closed = True
             self._notify()
-            if self._driver is not None:
-                self._driver.stop()
-            tg, self._task_group = self._task_group, None
-            try:
-                if tg is not None:
-                    await tg.__aexit__(None, None, None)
-            finally:
-                if self._connections is not None:
-                    with anyio.CancelScope(shield=True):
-                        await self._connections.close()
-        if error is not None:
-            raise error
+            self._interceptors.close()
+
+        if self._shell.state is Lifecycle.NEW:
+            stop_calls()
+        await self._shell.close(limit, leave, stop_calls)
+        if errors:
+            raise errors[0]
 
     async def _close_group(self) -> Exception | None:
         """Leave the group (or commit, with auto-commit and assign()); the first error
         raised while leaving, for close() to raise once closed."""
-        assert self._commits is not None
-        timeout_s = self._config.default_api_timeout_ms / 1000
-        error = None
-        if self._subscriptions.has_auto_assignment():
-            error = await self._leave_group("the consumer is being closed", timeout_s)
-        elif self._config.enable_auto_commit and self._subscriptions.assigned_partitions():
+        if self._view()[0] in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN):
+            event = LeaveGroupOnCloseEvent(math.inf)
+            return await self._leave(event, self._config.default_api_timeout_ms / 1000)
+        if self._config.enable_auto_commit and self._subscriptions.assigned_partitions():
             try:
                 await self.commit(timeout_ms=self._config.default_api_timeout_ms)
             except KafkaError as exc:
                 log.warning("committing consumed offsets on close failed: %s", exc)
-        self._commits.fail_pending(
-            KafkaError("the consumer was closed before this group operation completed")
-        )
-        return error
+        return None
 
-    async def _close_fetch_sessions(self) -> None:
-        """Stop fetching and close this consumer's fetch sessions on the brokers that keep
-        them (KIP-227) and are connected, waiting at most request_timeout_ms for their
-        answers (a broker answers after a fetch it holds, so up to fetch_max_wait_ms)."""
-        fetcher, driver, connections = self._fetcher, self._driver, self._connections
-        assert driver is not None and connections is not None
-        fetcher.close_sessions(self._notify, lambda node: connections.ready(node) is not None)
-        if fetcher.sessions_closed:
-            return
-        driver.wakeup()
-        with anyio.move_on_after(self._conn_config.request_timeout_ms / 1000):
-            while not fetcher.sessions_closed and driver.running:
-                await self._wait_for_data(_LEAVE_CHECK_S)
-
-    async def _leave_group(self, reason: str, timeout_s: float) -> Exception | None:
-        """Revoke (commit first, run the listener) and send LeaveGroup; wait until out.
-        Leaving goes on past errors (the listener's, the group's): the first is returned,
-        for the caller to raise once it is done."""
-        membership, bridge = self._membership, self._bridge
-        assert membership is not None and bridge is not None
-        membership.leave(now_ms(), reason)
-        bridge.transfer()
-        self._wakeup()
+    async def _leave(
+        self,
+        event: LeaveGroupOnCloseEvent | UnsubscribeEvent,
+        timeout_s: float,
+        *,
+        submit: bool = True,
+    ) -> Exception | None:
+        """Submit a leaving event (the network task revokes and sends LeaveGroup) and run
+        what comes back (the revocation: commit, listener) in this task until the member is
+        out. Leaving goes on past errors (the listener's, the group's): the first is
+        returned, for the caller to raise once it is done."""
+        if submit:
+            self._events.put(event)
         first_error: Exception | None = None
         with anyio.move_on_after(timeout_s) as scope:
             while True:
                 try:
                     await self._run_background()
                 except Exception as exc:  # group errors and listener errors: leave anyway
-                    log.warning("while leaving group %r: %r", membership.group_id, exc)
+                    log.warning("while leaving the group: %r", exc)
                     first_error = first_error or exc
-                if not membership.is_leaving and not len(self._background):
+                if event.done and not len(self._background):
                     break
-                await self._wait_for_data(_LEAVE_CHECK_S)
+                if not self._shell.task_alive:
+                    break
+                await self._wait_for_data(_CHECK_INTERVAL_S)
         if scope.cancelled_caught:
+            membership = self._membership
             log.warning(
                 "group %r: leaving did not finish within %g s (state %s); the coordinator "
                 "removes the member after session_timeout_ms",
-                membership.group_id,
+                None if membership is None else membership.group_id,
                 timeout_s,
-                membership.state.value,
+                None if membership is None else membership.state.value,
             )
         return first_error
 
@@ -431,11 +453,8 @@ class Consumer:
 
     def _check(self) -> NetworkDriver:
         if self._closed:
-            raise KafkaError("the consumer is closed")
-        if self._driver is None:
-            raise KafkaError("the consumer is not started; use `async with` or await start()")
-        self._driver.check()
-        return self._driver
+            raise ClientClosedError("the consumer is closed; create a new Consumer")
+        return self._shell.check(closing_ok=True)
 
     def _notify(self) -> None:
         self._data_ready.set()
@@ -457,9 +476,7 @@ class Consumer:
     def health(self) -> HealthSnapshot:
         """Connections, group membership and lag now (for health endpoints)."""
         now = now_ms()
-        connections: list[ConnectionHealth] = []
-        if self._connections is not None:
-            connections = self._connections.connection_states()
+        connections = self._shell.connection_states()
         group = None
         membership = self._membership
         if membership is not None:
@@ -469,11 +486,11 @@ class Consumer:
                 membership.state.value,
                 generation.generation_id,
                 generation.member_id,
-                len(self._subscriptions.assigned_partitions()),
+                len(self.assignment()),
             )
         lags: dict[str, int | None] = {}
         known = self._lags(now)
-        for tp in sorted(self._subscriptions.assigned_partitions()):
+        for tp in sorted(self.assignment()):
             lag = known.get((tp.topic, str(tp.partition)))
             lags[f"{tp.topic}-{tp.partition}"] = None if lag is None else int(lag)
         driver = self._driver
@@ -484,7 +501,7 @@ class Consumer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "consumer",
-            driver is not None and driver.running and not self._closed,
+            self._shell.running and not self._closed,
             connections,
             group,
             lags,
@@ -547,6 +564,7 @@ class Consumer:
         Calling it again replaces the subscription (the group rebalances).
         """
         self._check_not_closed("subscribe()")
+        self._check_no_unsubscribe("subscribe()")
         if self._membership is None:
             raise KafkaConfigError(
                 "subscribe() needs a group_id (the group assigns partitions); pass "
@@ -557,43 +575,44 @@ class Consumer:
                 f"listener must be a RebalanceListener (got {listener!r}); subclass "
                 "kafkaio.consumer.RebalanceListener and override its methods"
             )
-        names = [topics] if isinstance(topics, str) else list(topics)
+        names = [check_topic(t) for t in ([topics] if isinstance(topics, str) else topics)]
+        event = SubscriptionChangeEvent(math.inf)
         if pattern is not None:
             if names:
                 raise KafkaConfigError("subscribe() takes topics or a pattern, not both")
             try:
-                compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+                event.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
             except re.error as exc:
                 raise KafkaConfigError(
                     f"subscribe() pattern {pattern!r} is invalid: {exc}"
                 ) from None
-            self._subscriptions.subscribe_pattern(compiled)
+            self._check_kind(SubscriptionType.AUTO_PATTERN)
         else:
             if not names:
                 raise KafkaConfigError(
                     "subscribe() needs topics or a pattern; call unsubscribe() to stop consuming"
                 )
-            self._subscriptions.subscribe(names)
+            self._check_kind(SubscriptionType.AUTO_TOPICS)
+            event.topics = tuple(names)
         self._listener = listener
-        self._wakeup()
+        self._events.put(event)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Consume exactly these partitions (no group management); replaces the assignment."""
         self._check_not_closed("assign()")
+        self._check_no_unsubscribe("assign()")
         parts = []
         for tp in partitions:
             if not isinstance(tp, tuple) or len(tp) != 2:
                 raise KafkaConfigError(
                     f"assign() takes TopicPartition(topic, partition), got {tp!r}"
                 )
-            parts.append(TopicPartition(str(tp[0]), int(tp[1])))
+            parts.append(TopicPartition(check_topic(tp[0]), check_partition(tp[1])))
+        self._check_kind(SubscriptionType.USER_ASSIGNED if parts else SubscriptionType.NONE)
         self._auto_commit_before_reassign()
-        self._subscriptions.assign_from_user(parts)
-        self._metadata.set_topics(self._subscriptions.subscription())
-        assigned = self._subscriptions.assigned_partitions()
-        self._pending.discard({tp for tp in self._pending.first_pending() if tp not in assigned})
-        self._buffer.retain(assigned)
-        self._wakeup()
+        self._events.put(AssignmentChangeEvent(math.inf, tuple(parts)))
+        kept = set(parts)
+        self._pending.discard({tp for tp in self._pending.first_pending() if tp not in kept})
 
     def _auto_commit_before_reassign(self) -> None:
         """assign() with a group and auto-commit: commit what was consumed so far, before the
@@ -611,37 +630,121 @@ class Consumer:
         if offsets:
             self._events.put(CommitEvent(self._deadline(None), offsets=offsets, retry=False))
 
-    async def unsubscribe(self) -> None:
+    def unsubscribe(self) -> Awaitable[None]:
         """Stop consuming: leave the group (revoking partitions: auto-commit, then the
         listener) when subscribed, and drop the subscription or assignment. An error raised
-        while leaving (the rebalance listener's, say) is raised once that is done."""
-        group = self._membership is not None and self._subscriptions.has_auto_assignment()
+        while leaving (the rebalance listener's, say) is raised once that is done.
+
+        ``await consumer.unsubscribe()`` waits for all that. Called without ``await`` (as
+        aiokafka's unsubscribe() is called) it works too: no record of the subscription is
+        handed out from this call on, and the leave runs in your task at the next
+        getmany()/getone()/``async for``/close(); subscribe() or assign() before then raise.
+        """
+        if self._unsubscribing is None or self._unsubscribing.done:
+            self._unsubscribing = _Unsubscribe(self)
+        return self._unsubscribing
+
+    async def _finish_unsubscribe(self, event: UnsubscribeEvent) -> None:
+        """What unsubscribe() does, run once by its awaitable or by the next poll/close: the
+        network task leaves the group (when subscribed) and drops the subscription; the
+        revocation it hands back runs here."""
         error = None
-        if group and self._driver is not None and self._driver.running and not self._closed:
-            error = await self._leave_group(
-                "the consumer unsubscribed", self._config.default_api_timeout_ms / 1000
-            )
-        else:
-            self._metadata.set_topics(())
-        self._subscriptions.unsubscribe()
+        if self._shell.task_alive and not self._closed:
+            timeout_s = self._config.default_api_timeout_ms / 1000
+            error = await self._leave(event, timeout_s, submit=False)
         self._listener = None
         self._pending.clear()
-        self._buffer.retain(())
-        if group and self._commits is not None:
-            self._commits.fail_pending(
-                KafkaError("the consumer unsubscribed before this group operation completed")
-            )
         self._wakeup()
         if error is not None:
             raise error
 
+    async def _complete_unsubscribe(self) -> None:
+        """Run an unsubscribe() that was called without await (before polling or closing)."""
+        pending = self._unsubscribing
+        if pending is not None and not pending.done:
+            await pending
+
+    def _check_no_unsubscribe(self, what: str) -> None:
+        if self._unsubscribing is not None and not self._unsubscribing.done:
+            raise KafkaError(
+                f"{what} after unsubscribe() that was not awaited yet: `await "
+                f"consumer.unsubscribe()` first (or poll once), so that leaving the group "
+                "does not undo this call"
+            )
+
     def assignment(self) -> set[TopicPartition]:
         """The partitions assigned to this consumer now (by assign() or by the group)."""
-        return self._subscriptions.assigned_partitions()
+        return set(self._view()[1])
 
     def subscription(self) -> frozenset[str]:
         """The subscribed topics (for a pattern: the topics it matches now)."""
-        return self._subscriptions.subscription()
+        return self._view()[3]
+
+    def _view(
+        self,
+    ) -> tuple[
+        SubscriptionType, frozenset[TopicPartition], frozenset[TopicPartition], frozenset[str]
+    ]:
+        """(subscription type, assignment, paused partitions, subscribed topics) as the
+        application asked for them: the managers' state, with the application's calls the
+        network task has not applied yet (the events still queued) applied on top."""
+        subs = self._subscriptions
+        kind = subs.type
+        assigned = frozenset(subs.assigned_partitions())
+        paused = frozenset(subs.paused_partitions())
+        topics = subs.subscription()
+        unsubscribing = self._unsubscribing
+        if unsubscribing is not None and not unsubscribing.done:
+            kind, assigned, paused, topics = (
+                SubscriptionType.NONE,
+                frozenset(),
+                frozenset(),
+                frozenset(),
+            )
+        for event in self._events.pending():
+            if isinstance(event, AssignmentChangeEvent):
+                assigned = frozenset(event.partitions)
+                kind = SubscriptionType.USER_ASSIGNED if assigned else SubscriptionType.NONE
+                topics = frozenset(tp.topic for tp in assigned)
+                paused &= assigned
+            elif isinstance(event, SubscriptionChangeEvent):
+                if event.pattern is not None:
+                    kind = SubscriptionType.AUTO_PATTERN
+                    if subs.type is not SubscriptionType.AUTO_PATTERN:
+                        topics = frozenset()
+                else:
+                    kind, topics = SubscriptionType.AUTO_TOPICS, frozenset(event.topics)
+            elif isinstance(event, UnsubscribeEvent):
+                kind, assigned, paused, topics = (
+                    SubscriptionType.NONE,
+                    frozenset(),
+                    frozenset(),
+                    frozenset(),
+                )
+            elif isinstance(event, PauseEvent):
+                paused |= frozenset(event.partitions) & assigned
+            elif isinstance(event, ResumeEvent):
+                paused -= frozenset(event.partitions)
+        return kind, assigned, paused, topics
+
+    def _check_kind(self, wanted: SubscriptionType) -> None:
+        """subscribe() and assign() cannot be mixed (as SubscriptionState says, at the call)."""
+        kind = self._view()[0]
+        if wanted is SubscriptionType.NONE or kind is SubscriptionType.NONE or kind is wanted:
+            return
+        raise KafkaError(
+            "subscribe() and assign() cannot be mixed: call unsubscribe() before switching "
+            f"(the consumer is using {kind.value!r})"
+        )
+
+    def _check_assigned(self, partitions: Iterable[TopicPartition], what: str) -> None:
+        assigned = self._view()[1]
+        for tp in partitions:
+            if tp not in assigned:
+                raise KafkaError(
+                    f"{what}: partition {tp} is not assigned to this consumer; assign() it or "
+                    "wait for the group to assign it"
+                )
 
     def _wakeup(self) -> None:
         if self._driver is not None:
@@ -655,10 +758,9 @@ class Consumer:
         if not isinstance(offset, int) or offset < 0:
             raise KafkaConfigError(f"seek() offset must be an int >= 0, got {offset!r}")
         tp = TopicPartition(*partition)
-        self._subscriptions.seek(tp, offset)
+        self._check_assigned((tp,), "seek()")
+        self._events.put(SeekEvent(math.inf, tp, offset))
         self._pending.discard((tp,))
-        self._buffer.remove(tp)
-        self._wakeup()
 
     async def seek_to_beginning(
         self, *partitions: TopicPartition, timeout_ms: float | None = None
@@ -680,22 +782,25 @@ class Consumer:
     ) -> None:
         self._check()
         tps = [TopicPartition(*tp) for tp in partitions] or sorted(self.assignment())
-        for tp in tps:
-            self._subscriptions.request_offset_reset(tp, strategy)
-            self._buffer.remove(tp)
+        self._check_assigned(tps, "seek_to_beginning()/seek_to_end()")
+        self._events.put(ResetOffsetsEvent(math.inf, tuple(tps), strategy))
         self._pending.discard(tps)
-        active = tuple(tp for tp in tps if not self._subscriptions.state(tp).paused)
+        paused = self._view()[2]
+        active = tuple(tp for tp in tps if tp not in paused)
         if active:
             await self._submit(AwaitPositionsEvent(self._deadline(timeout_ms), active), timeout_ms)
-        else:
-            self._wakeup()
 
     async def position(self, partition: TopicPartition, *, timeout_ms: float | None = None) -> int:
         """The offset of the next record to be handed out (waits for a reset if needed)."""
         self._check()
         tp = TopicPartition(*partition)
-        st = self._subscriptions.state(tp)
-        if st.fetch_state is FetchState.FETCHING and st.position is not None:
+        st = self._fetched_state(tp, "position()")
+        if (
+            st is not None
+            and not self._events.waiting(but=PollEvent)  # no seek or reset still queued
+            and st.fetch_state is FetchState.FETCHING
+            and st.position is not None
+        ):
             first = self._pending.first_pending().get(tp)
             return st.position.offset if first is None else first.offset
         positions = await self._submit(
@@ -769,7 +874,7 @@ class Consumer:
             membership.group_instance_id,
         )
 
-    def _require_group(self, what: str) -> Membership:
+    def _require_group(self, what: str) -> GroupMembership:
         if self._membership is None:
             raise KafkaConfigError(f"{what} needs a group_id: offsets are committed per group")
         return self._membership
@@ -808,12 +913,13 @@ class Consumer:
             handle = self._commits.commit_sync(event.offsets, event.deadline_ms)
         else:
             handle = self._commits.commit_async(event.offsets, event.deadline_ms)
+        event.errors_from(lambda: handle.last_error)
 
         def done(h: Any) -> None:
             if h.error is not None:
                 event.fail(h.error)
             else:
-                event.complete(h.result)
+                event.complete(h.value)
                 end = now_ms()
                 self._m.commit_latency.record(end - now, end)
             if event.on_done is not None:
@@ -826,12 +932,13 @@ class Consumer:
     def _on_fetch_committed(self, event: FetchCommittedEvent, now: float) -> None:
         assert self._commits is not None
         handle = self._commits.fetch_committed(event.partitions, event.deadline_ms)
+        event.errors_from(lambda: handle.last_error)
 
         def done(h: Any) -> None:
             if h.error is not None:
                 event.fail(h.error)
             else:
-                event.complete(h.result)
+                event.complete(h.value)
 
         handle.add_done_callback(done)
 
@@ -841,18 +948,20 @@ class Consumer:
         """Stop handing out and fetching records of `partitions`; positions stay put."""
         self._check_not_closed("pause()")
         tps = [TopicPartition(*tp) for tp in partitions]
-        self._subscriptions.pause(tps)
+        self._check_assigned(tps, "pause()")
+        self._events.put(PauseEvent(math.inf, tuple(tps)))
         self._drop_pending(frozenset(tps))
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Hand out records of paused partitions again (their buffered data is kept while paused)."""
         self._check_not_closed("resume()")
-        self._subscriptions.resume(TopicPartition(*tp) for tp in partitions)
-        self._wakeup()
+        tps = tuple(TopicPartition(*tp) for tp in partitions)
+        self._check_assigned(tps, "resume()")
+        self._events.put(ResumeEvent(math.inf, tps))
 
     def paused(self) -> set[TopicPartition]:
         """The partitions paused with pause()."""
-        return self._subscriptions.paused_partitions()
+        return set(self._view()[2])
 
     # -- offsets lookups ------------------------------------------------------------------
 
@@ -898,15 +1007,25 @@ class Consumer:
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """The high watermark from the latest fetch response, or None before one."""
-        return self._subscriptions.state(TopicPartition(*partition)).high_watermark
+        st = self._fetched_state(partition, "highwater()")
+        return None if st is None else st.high_watermark
 
     def last_stable_offset(self, partition: TopicPartition) -> int | None:
         """The last stable offset from the latest fetch of the partition (None until fetched)."""
-        return self._subscriptions.state(TopicPartition(*partition)).last_stable_offset
+        st = self._fetched_state(partition, "last_stable_offset()")
+        return None if st is None else st.last_stable_offset
 
     def lag(self, partition: TopicPartition) -> int | None:
         """High watermark minus position, when both are known."""
-        return self._subscriptions.lag(TopicPartition(*partition))
+        tp = TopicPartition(*partition)
+        self._fetched_state(tp, "lag()")
+        return self._subscriptions.lag(tp)
+
+    def _fetched_state(self, partition: TopicPartition, what: str) -> PartitionState | None:
+        """The partition's fetch state; None while its assignment is not applied yet."""
+        tp = TopicPartition(*partition)
+        self._check_assigned((tp,), what)
+        return None if not self._subscriptions.is_assigned(tp) else self._subscriptions.state(tp)
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """Partition ids of `topic` from the cached metadata (None if unknown)."""
@@ -969,7 +1088,7 @@ class Consumer:
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not self._background:  # the common case: a collected record is waiting
+        if not self._background and self._unsubscribing is None:  # the common case
             pending = self._pending.records
             if pending:
                 return pending.popleft()
@@ -990,11 +1109,15 @@ class Consumer:
     ) -> Records:
         """One application poll: group bookkeeping, background steps, then records."""
         driver = self._check()
+        if self._unsubscribing is not None and not self._unsubscribing.done:
+            await self._complete_unsubscribe()
         started = anyio.current_time()
         deadline = started + timeout_ms / 1000
         self._last_poll_ms = started * 1000.0
         while True:
             self._poll_group()
+            if self._events.waiting(but=PollEvent):
+                await self._settle()
             await self._run_background()
             if self._membership is not None and self._membership.fatal_error is not None:
                 raise self._membership.fatal_error
@@ -1007,9 +1130,13 @@ class Consumer:
             records = self._collector.collect(limit, only)
             if len(self._buffer) != before and self._fetcher.waits_for_drain():
                 driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
+            if records and self._codecs is not None:
+                records = await self._deserialize(records, self._codecs)
             if records:
                 if self._registry.enabled:
                     self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
+                if self._interceptors.enabled:  # before the application sees them (onConsume)
+                    records = self._interceptors.on_consume(records)
                 return records
             self._raise_missing_offsets()
             remaining = deadline - anyio.current_time()
@@ -1018,22 +1145,73 @@ class Consumer:
             await self._wait_for_data(min(remaining, _CHECK_INTERVAL_S))
             driver = self._check()
 
+    async def _deserialize(
+        self, records: Records, codecs: tuple[FieldCodec, FieldCodec]
+    ) -> Records:
+        """Run async (or context-taking) deserializers over collected records, in this task.
+
+        A deserializer that raises leaves its partition's position at that record (the
+        records after it are fetched again): the records before it are returned, and the
+        error is raised at once when there are none, else by the next poll, as on the
+        plain path.
+        """
+        out: Records = {}
+        failure: RecordDeserializationError | None = None
+        subs = self._subscriptions
+        for tp, batch in records.items():
+            done: list[ConsumerRecord[Any, Any]] = []
+            for record in batch:
+                field = "key"
+                try:
+                    ctx = SerializationContext(
+                        tp.topic, "key", tp.partition, record.offset, record.headers
+                    )
+                    key = await deserialize(codecs[0], record.key, ctx)
+                    field = "value"
+                    ctx = SerializationContext(
+                        tp.topic, "value", tp.partition, record.offset, record.headers
+                    )
+                    value = await deserialize(codecs[1], record.value, ctx)
+                except Exception as exc:
+                    if failure is None:
+                        failure = RecordDeserializationError(
+                            tp.topic, tp.partition, record.offset, field, exc
+                        )
+                        failure.__cause__ = exc
+                    if subs.is_assigned(tp):  # the position stays at the failed record
+                        subs.seek(tp, record.offset, record.leader_epoch)
+                        self._buffer.remove(tp)
+                    self._wakeup()
+                    break
+                record.key = key
+                record.value = value
+                done.append(record)
+            if done:
+                out[tp] = done
+        if failure is not None and not out:
+            raise failure
+        return out
+
     def _poll_group(self) -> None:
-        """Tell the membership the application polled (max_poll_interval_ms clock; the
-        first join and rejoins after a poll timeout start here)."""
+        """Tell the network task the application polled (PollEvent: the max_poll_interval_ms
+        clock; the first join and rejoins after a poll timeout start there). One at a time;
+        the network task is woken for it only when the member is out of the group (it would
+        otherwise see it at its next turn, well within max_poll_interval_ms)."""
         membership = self._membership
         if membership is None:
             return
-        before = membership.state
-        membership.on_application_poll(now_ms())
-        if membership.state is not before:
-            assert self._bridge is not None
-            self._bridge.transfer()
-            self._wakeup()
+        last = self._poll_event
+        if last is not None and not last.done:
+            return
+        self._poll_event = event = PollEvent(math.inf)
+        self._events.put(event, wake=membership.needs_application_poll)
 
     def _drop_pending(self, partitions: Partitions) -> None:
         """Forget collected-but-undelivered records of `partitions` and move their positions
         back to the first of them (they are fetched again if the partition stays)."""
+        # the application side's own bookkeeping of what it handed out (as collecting
+        # advances positions, here and in Java's FetchCollector): applied at once, so a
+        # commit right after (before revoking) counts only what was handed out
         for tp, record in self._pending.discard(partitions).items():
             if self._subscriptions.is_assigned(tp):
                 self._subscriptions.seek(tp, record.offset, record.leader_epoch)
@@ -1056,6 +1234,13 @@ class Consumer:
                 len(partitions),
                 exc,
             )
+
+    async def _settle(self) -> None:
+        """Wait until the network task has taken the events this task queued (subscribe,
+        assign, seek...), so what is collected next follows them."""
+        self._wakeup()
+        while self._events.waiting(but=PollEvent) and self._shell.task_alive:
+            await self._wait_for_data(_CHECK_INTERVAL_S)
 
     async def _wait_for_data(self, seconds: float) -> None:
         ready = self._data_ready
@@ -1116,11 +1301,8 @@ class _RebalanceSteps:
     async def commit_before_revoke(self, partitions: Partitions) -> None:
         await self._consumer._commit_before_revoke(partitions)
 
-    def now(self) -> float:
-        return now_ms()
-
-    def wakeup(self) -> None:
-        self._consumer._wakeup()
+    def step_done(self, step: str) -> None:
+        self._consumer._events.put(RebalanceStepDoneEvent(math.inf, step))
 
 
 class _CommitFuture:
@@ -1142,3 +1324,33 @@ class _CommitFuture:
             self._timeout_s
         ).__await__()
         return result
+
+
+class _Unsubscribe:
+    """What ``Consumer.unsubscribe()`` returns: awaiting it runs the unsubscribe (once; the
+    next poll or close() runs it when nobody awaits)."""
+
+    __slots__ = ("_consumer", "_lock", "done", "event")
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self._lock: anyio.Lock | None = None
+        self.done = False
+        # the network task starts leaving at once; no record is handed out from now on
+        self.event = UnsubscribeEvent(math.inf)
+        consumer._events.put(self.event)
+        consumer._pending.clear()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._run().__await__()
+
+    async def _run(self) -> None:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self.done:
+                return
+            try:
+                await self._consumer._finish_unsubscribe(self.event)
+            finally:
+                self.done = True

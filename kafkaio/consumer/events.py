@@ -1,86 +1,15 @@
-"""Application and background events: how the application side and the network task talk.
-
-Application calls become events carrying a completion and a deadline (Java's
-CompletableEvent); background events (errors, later rebalance callbacks) flow back.
+"""The consumer's application events (the network task applies them: see handlers.py and
+the managers that register for them). The event machinery is kafkaio.runtime.events.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-import anyio
-
-from kafkaio.errors import KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
-
-T = TypeVar("T")
-
-_PENDING: Any = object()
-
-
-@dataclass(slots=True, eq=False)
-class ApplicationEvent(Generic[T]):
-    """Base of every application event: a deadline (ms, driver clock) and a completion.
-
-    The network task calls `complete` or `fail` exactly once (later calls are ignored); the
-    application awaits `wait`. Sans-I/O until `wait` is called: creating and completing an
-    event needs no event loop, so managers can be tested with plain calls.
-    """
-
-    deadline_ms: float
-    _result: Any = field(default=_PENDING, init=False, repr=False)
-    _error: BaseException | None = field(default=None, init=False, repr=False)
-    _waiter: anyio.Event | None = field(default=None, init=False, repr=False)
-
-    @property
-    def done(self) -> bool:
-        return self._result is not _PENDING or self._error is not None
-
-    def complete(self, value: T) -> None:
-        if not self.done:
-            self._result = value
-            self._wake()
-
-    def fail(self, error: BaseException) -> None:
-        if not self.done:
-            self._error = error
-            self._wake()
-
-    def result(self) -> T:
-        """The value, or raise the error; the event must be done."""
-        if self._error is not None:
-            raise self._error
-        if self._result is _PENDING:
-            raise RuntimeError("the event is not complete yet")
-        return self._result  # type: ignore[no-any-return]
-
-    def _wake(self) -> None:
-        if self._waiter is not None:
-            self._waiter.set()
-
-    async def wait(self, timeout_s: float | None = None) -> T:
-        """Wait for completion; raise KafkaTimeoutError after `timeout_s` seconds."""
-        if not self.done:
-            self._waiter = anyio.Event()
-            with anyio.move_on_after(timeout_s):
-                await self._waiter.wait()
-            if not self.done:
-                self.fail(
-                    KafkaTimeoutError(
-                        f"{type(self).__name__} did not complete within {timeout_s:g} s"
-                    )
-                )
-        return self.result()
-
-    def describe(self) -> str:
-        return type(self).__name__
-
-
-# -- the events this package defines (the group managers add their own) --------------------
+from kafkaio.runtime.events import ApplicationEvent
 
 
 @dataclass(slots=True, eq=False)
@@ -121,57 +50,82 @@ class FetchCommittedEvent(ApplicationEvent[dict[TopicPartition, Any]]):
     partitions: tuple[TopicPartition, ...] = ()
 
 
-# -- queues --------------------------------------------------------------------------------
+# -- subscription, assignment, positions, membership (no result: they complete when the
+# network task applied them) ---------------------------------------------------------------
 
 
-class ApplicationEventQueue:
-    """Events the application submitted and the network task has not taken yet."""
+@dataclass(slots=True, eq=False)
+class SubscriptionChangeEvent(ApplicationEvent[None]):
+    """subscribe(): the group assigns partitions of `topics`, or of topics matching
+    `pattern` (Java's TopicSubscriptionChangeEvent / TopicPatternSubscriptionChangeEvent)."""
 
-    def __init__(self, wakeup: Callable[[], None] = lambda: None) -> None:
-        self._events: deque[ApplicationEvent[Any]] = deque()
-        self._wakeup = wakeup
-
-    def set_wakeup(self, wakeup: Callable[[], None]) -> None:
-        self._wakeup = wakeup
-
-    def put(self, event: ApplicationEvent[Any]) -> None:
-        self._events.append(event)
-        self._wakeup()
-
-    def drain(self) -> list[ApplicationEvent[Any]]:
-        events = list(self._events)
-        self._events.clear()
-        return events
-
-    def __len__(self) -> int:
-        return len(self._events)
+    topics: tuple[str, ...] = ()
+    pattern: Any = None  # re.Pattern[str]
 
 
-class BackgroundEventQueue:
-    """What the network task hands the application: errors to raise from getmany()/__anext__,
-    and (with the group managers) callbacks to run on the application side."""
+@dataclass(slots=True, eq=False)
+class AssignmentChangeEvent(ApplicationEvent[None]):
+    """assign(): consume exactly `partitions` (Java's AssignmentChangeEvent)."""
 
-    def __init__(self) -> None:
-        self._events: deque[BaseException | Callable[[], Any]] = deque()
-        self.on_put: Callable[[], None] = lambda: None
-
-    def put_error(self, error: BaseException) -> None:
-        self._events.append(error)
-        self.on_put()
-
-    def put_callback(self, callback: Callable[[], Any]) -> None:
-        """A plain or async callable the application side runs (e.g. rebalance listeners)."""
-        self._events.append(callback)
-        self.on_put()
-
-    def drain(self) -> list[BaseException | Callable[[], Any]]:
-        events = list(self._events)
-        self._events.clear()
-        return events
-
-    def __len__(self) -> int:
-        return len(self._events)
+    partitions: tuple[TopicPartition, ...] = ()
 
 
-def earliest_deadline(events: Any) -> float:
-    return min((e.deadline_ms for e in events), default=math.inf)
+@dataclass(slots=True, eq=False)
+class UnsubscribeEvent(ApplicationEvent[None]):
+    """unsubscribe(): leave the group (when subscribed) and drop the subscription or
+    assignment; completes once the member is out (Java's UnsubscribeEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class LeaveGroupOnCloseEvent(ApplicationEvent[None]):
+    """close(): revoke (the listener runs on the application side) and leave the group;
+    completes once the member is out (Java's LeaveGroupOnCloseEvent)."""
+
+    reason: str = "the consumer is being closed"
+
+
+@dataclass(slots=True, eq=False)
+class SeekEvent(ApplicationEvent[None]):
+    """seek(): fetch `partition` from `offset` next (Java's SeekUnvalidatedEvent)."""
+
+    partition: TopicPartition = TopicPartition("", 0)
+    offset: int = 0
+    leader_epoch: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class ResetOffsetsEvent(ApplicationEvent[None]):
+    """seek_to_beginning() / seek_to_end(): reset `partitions` by `strategy` (Java's
+    ResetOffsetEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+    strategy: Any = None  # OffsetResetStrategy
+
+
+@dataclass(slots=True, eq=False)
+class PauseEvent(ApplicationEvent[None]):
+    """pause() (Java's PausePartitionsEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class ResumeEvent(ApplicationEvent[None]):
+    """resume() (Java's ResumePartitionsEvent)."""
+
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class PollEvent(ApplicationEvent[None]):
+    """The application polled (getmany, getone, iteration): resets the max_poll_interval_ms
+    clock and starts a (re)join when needed (Java's PollEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class RebalanceStepDoneEvent(ApplicationEvent[None]):
+    """The application side finished a rebalance step (revoked or lost partitions: the
+    listener ran, consumed offsets were committed; or assigned ones): the membership goes
+    on (Java's ConsumerRebalanceListenerCallbackCompletedEvent)."""
+
+    step: str = "revocation"  # "revocation" or "assignment"

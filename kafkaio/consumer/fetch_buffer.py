@@ -23,6 +23,8 @@ from kafkaio.consumer.subscription import FetchState, SubscriptionState
 from kafkaio.errors import CorruptRecordError, KafkaError, RecordDeserializationError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.records import LegacyRecordBatch, RecordBatch, iter_batches
+from kafkaio.records.batch import MIN_RECORD_SIZE, RecordCursor
+from kafkaio.records.legacy import LegacyCursor, ListCursor
 from kafkaio.records.record import ControlRecordType, RecordTuple
 
 Batch = RecordBatch | LegacyRecordBatch
@@ -34,6 +36,9 @@ _BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (every magic)
 _LAST_DELTA = struct.Struct(">i")  # magic 2: last offset delta at byte 23
 _LEADER_EPOCH = struct.Struct(">i")  # magic 2: partition leader epoch at byte 12
 _MAGIC_AT = 16
+# Records decoded from a batch at a time: a batch of millions of tiny records (a compressed
+# batch can hold 64 MiB of 7-byte records) is decoded as records are taken, never at once.
+DECODE_CHUNK = 4096
 
 
 def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
@@ -87,6 +92,9 @@ class CompletedFetch:
     last_epoch: int | None = field(default=None, init=False)
     exhausted: bool = field(default=False, init=False)
     _batches: Iterator[Batch] | None = field(default=None, init=False, repr=False)
+    _cursor: RecordCursor | ListCursor | LegacyCursor | None = field(
+        default=None, init=False, repr=False
+    )
     _current: list[RecordTuple] = field(default_factory=list, init=False, repr=False)
     _index: int = field(default=0, init=False, repr=False)
     _batch_next: int = field(default=0, init=False, repr=False)
@@ -97,6 +105,13 @@ class CompletedFetch:
     end_offset: int | None = field(default=None, init=False)
     # leader epoch of the record before end_offset (the last whole batch's), None if unknown
     end_epoch: int | None = field(default=None, init=False)
+
+    @property
+    def record_budget(self) -> int:
+        """Records one unbounded take (max_poll_records=None) hands out: as many as this
+        fetch's bytes could hold uncompressed (at least DECODE_CHUNK), so compression cannot
+        multiply the objects made from a fetch; the rest comes out in the next takes."""
+        return max(self.size // MIN_RECORD_SIZE, DECODE_CHUNK)
 
     def __post_init__(self) -> None:
         self.next_fetch_offset = self.fetch_offset
@@ -163,8 +178,11 @@ class CompletedFetch:
                 self._index = end
                 self.next_fetch_offset = current[end - 1][0] + 1
                 self.last_epoch = self._epoch
-                if end == len(current):
+                if end == len(current) and self._cursor is None:
                     self.next_fetch_offset = max(self.next_fetch_offset, self._batch_next)
+                continue
+            if self._cursor is not None:
+                self._decode_more(max_records - len(out))
                 continue
             batch = self._next_batch(check_crcs)
             if batch is None:
@@ -201,12 +219,14 @@ class CompletedFetch:
                     self.next_fetch_offset = current[i - 1][0] + 1
                     self.last_epoch = self._epoch
                 row = current[i]
+                cause: Exception = exc
                 try:
                     deserializers[0](row[2])
                     part = "value"
-                except Exception:
+                except Exception as key_exc:
                     part = "key"
-                raise RecordDeserializationError(topic, partition, row[0], part) from exc
+                    cause = key_exc
+                raise RecordDeserializationError(topic, partition, row[0], part, cause) from cause
 
     def _next_batch(self, check_crcs: bool) -> Batch | None:
         if self.exhausted:
@@ -249,8 +269,25 @@ class CompletedFetch:
             self.next_fetch_offset = next_offset
             return
         try:
-            records = batch.record_tuples()
+            self._cursor = batch.cursor()
         except CorruptRecordError:
+            self.exhausted = True
+            raise
+        self._batch_next = next_offset
+        self._ts_type = batch.timestamp_type
+        epoch = batch.partition_leader_epoch
+        self._epoch = None if epoch < 0 else epoch
+
+    def _decode_more(self, wanted: int) -> None:
+        """Make the next records of the current batch current: up to `wanted` (at most
+        DECODE_CHUNK), skipping those below the position (a compressed batch that starts
+        before it, or compaction's gaps)."""
+        cursor = self._cursor
+        assert cursor is not None
+        try:
+            records = cursor.take(min(wanted, DECODE_CHUNK))
+        except CorruptRecordError:
+            self._cursor = None
             self.exhausted = True
             raise
         start = 0
@@ -260,15 +297,13 @@ class CompletedFetch:
                 start += 1
         self._current = records
         self._index = start
-        self._batch_next = next_offset
-        self._ts_type = batch.timestamp_type
-        epoch = batch.partition_leader_epoch
-        self._epoch = None if epoch < 0 else epoch
-        if start == len(records):  # every record was removed by compaction or skipped
-            self.next_fetch_offset = next_offset
+        if not cursor.remaining:
+            self._cursor = None
+            if start == len(records):  # every record was removed by compaction or skipped
+                self.next_fetch_offset = max(self.next_fetch_offset, self._batch_next)
 
     def _end_transaction(self, batch: Batch) -> None:
-        for record in batch.record_tuples():
+        for record in batch.cursor().take(1):  # a control batch holds one marker
             key = record[2]
             if (
                 key is not None
@@ -405,8 +440,9 @@ class FetchCollector:
         max_records: int | None = None,
         partitions: Collection[TopicPartition] | None = None,
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Take up to `max_records` records (None: all buffered), optionally only from
-        `partitions`; positions advance past what is returned. A bad record (corrupt, or its
+        """Take up to `max_records` records (None: all buffered, but from each fetch at most
+        its `record_budget`), optionally only from `partitions`; positions advance past what
+        is returned. A bad record (corrupt, or its
         deserializer raised) raises only when nothing was taken before it: else this call
         returns the records taken and the next one raises."""
         remaining = max_records if max_records is not None else 1 << 62
@@ -422,8 +458,8 @@ class FetchCollector:
                 buffer.remove(tp)
                 continue
             st = subs.state(tp)
-            if st.paused:
-                continue
+            if st.paused or st.pending_revocation:
+                continue  # as Java's FetchCollector: only fetchable partitions hand records out
             out: list[ConsumerRecord[Any, Any]] | None = None
             while remaining > 0:
                 fetch = buffer.get(tp)
@@ -438,7 +474,7 @@ class FetchCollector:
                     break
                 try:
                     records = fetch.take(
-                        remaining,
+                        remaining if max_records is not None else fetch.record_budget,
                         self._deserializers,
                         read_committed=self._read_committed,
                         check_crcs=self._check_crcs,

@@ -161,6 +161,17 @@ class FetchManager:
                 )
         self._check_closed()
 
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult:
+        """The client is closing (the driver's close phase): close the fetch sessions of
+        connected nodes (`close_sessions`); their final requests."""
+        if not self._closing:
+            self.close_sessions(lambda: None, connected)
+        return self._close_requests()
+
+    @property
+    def close_done(self) -> bool:
+        return self.sessions_closed
+
     @property
     def sessions_closed(self) -> bool:
         """True once `close_sessions` was called and its final requests are done."""
@@ -177,12 +188,12 @@ class FetchManager:
         self._close_plans.clear()
         return PollResult(requests, math.inf)
 
-    def _close_request(self, node: int, plan: SessionPlan) -> UnsentRequest:
+    def _close_request(self, node: int, plan: SessionPlan) -> UnsentRequest[Any]:
         self._close_in_flight.add(node)
         request = self._request(plan)
         request.max_wait_ms = 0  # nothing to wait for: it lists no partitions
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: FetchResponse, error: BaseException | None) -> None:
             if error is not None:
                 log.debug(
                     "node %d: closing fetch session %d failed: %s", node, plan.session_id, error
@@ -294,7 +305,7 @@ class FetchManager:
 
     def _build(
         self, node: int, partitions: list[tuple[TopicPartition, int | None]]
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         cluster = self._metadata.cluster
         cfg = self._config
         context = _InFlightFetch({})
@@ -336,7 +347,7 @@ class FetchManager:
         request = self._request(plan)
         self._in_flight[node] = context
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: FetchResponse, error: BaseException | None) -> None:
             self._on_complete(now, node, context, response, error)
 
         return UnsentRequest(
@@ -397,7 +408,7 @@ class FetchManager:
         now: float,
         node: int,
         context: _InFlightFetch,
-        response: Any,
+        response: FetchResponse,
         error: BaseException | None,
     ) -> None:
         if self._in_flight.get(node) is context:

@@ -129,6 +129,10 @@ class OffsetsManager:
                 if leader is None:
                     need_metadata = True
                     continue
+                if tp in wanted.get(leader, ()):
+                    # one ListOffsets asks once per partition: this waits for the next poll
+                    # (the answer to what goes now polls again), not replace the reset's ask
+                    continue
                 query.in_flight.add(tp)
                 wanted.setdefault(leader, {})[tp] = (ts, self._query_callback(query))
         if need_metadata:
@@ -153,7 +157,7 @@ class OffsetsManager:
 
     def _build(
         self, node: int, parts: dict[TopicPartition, tuple[int, _Callback]]
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         cluster = self._metadata.cluster
         topics: dict[str, ListOffsetsRequest.ListOffsetsTopic] = {}
         for tp, (ts, _) in parts.items():
@@ -173,7 +177,7 @@ class OffsetsManager:
             replica_id=-1, isolation_level=self._isolation, topics=list(topics.values())
         )
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: ListOffsetsResponse, error: BaseException | None) -> None:
             answered: set[TopicPartition] = set()
             if error is None:
                 assert isinstance(response, ListOffsetsResponse)
@@ -258,6 +262,7 @@ class OffsetsManager:
                 return
             if isinstance(error, KafkaError) and type(error).invalid_metadata:
                 self._metadata.request_update()
+            query.event.note_error(error)
             query.retry_at[tp] = now + self._backoff.delay_ms(query.attempts)
             query.attempts += 1
 

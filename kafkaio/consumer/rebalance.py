@@ -11,7 +11,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from kafkaio.consumer.events import BackgroundEventQueue
 from kafkaio.consumer.group.events import (
     AssignPartitions,
     GroupError,
@@ -22,6 +21,7 @@ from kafkaio.consumer.group.events import (
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.runtime.events import BackgroundEventQueue
 from kafkaio.runtime.requests import PollResult
 
 log = logging.getLogger("kafkaio.consumer")
@@ -29,8 +29,8 @@ log = logging.getLogger("kafkaio.consumer")
 Partitions = frozenset[TopicPartition]
 
 
-class Membership(Protocol):
-    """The membership manager as the bridge sees it."""
+class RebalancingMember(Protocol):
+    """The membership manager as the bridge sees it (GroupMembership, narrowed)."""
 
     group_id: str
 
@@ -58,9 +58,10 @@ class RebalanceSteps(Protocol):
         """Commit consumed offsets of `partitions` if auto-commit is on (errors are logged)."""
         ...
 
-    def now(self) -> float: ...
-
-    def wakeup(self) -> None: ...
+    def step_done(self, step: str) -> None:
+        """Tell the network task the step ended ("revocation" or "assignment"): an
+        application event (RebalanceStepDoneEvent) the membership acts on there."""
+        ...
 
 
 class GroupEventBridge:
@@ -81,7 +82,7 @@ class GroupEventBridge:
 
     def __init__(
         self,
-        membership: Membership,
+        membership: RebalancingMember,
         error_sources: list[ErrorSource],
         background: BackgroundEventQueue,
         steps: RebalanceSteps,
@@ -126,8 +127,7 @@ class GroupEventBridge:
             await steps.commit_before_revoke(partitions)
             await self._call_listener("on_partitions_revoked", partitions)
         finally:
-            self._membership.on_revocation_done(steps.now())
-            steps.wakeup()
+            steps.step_done("revocation")
 
     async def _lose(self, partitions: Partitions) -> None:
         steps = self._steps
@@ -135,16 +135,14 @@ class GroupEventBridge:
             steps.drop_pending(partitions)
             await self._call_listener("on_partitions_lost", partitions)
         finally:
-            self._membership.on_revocation_done(steps.now())
-            steps.wakeup()
+            steps.step_done("revocation")
 
     async def _assign(self, partitions: Partitions) -> None:
         steps = self._steps
         try:
             await self._call_listener("on_partitions_assigned", partitions)
         finally:
-            self._membership.on_assignment_done(steps.now())
-            steps.wakeup()
+            steps.step_done("assignment")
 
     async def _call_listener(self, method: str, partitions: Partitions) -> None:
         listener = self._steps.listener()

@@ -177,10 +177,6 @@ class PositionValidationManager:
         """Brokers found not to offer OffsetForLeaderEpoch: their partitions are not validated."""
         return frozenset(self._unsupported)
 
-    @property
-    def in_flight_partitions(self) -> frozenset[TopicPartition]:
-        return frozenset(self._in_flight)
-
     # -- polling --------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
@@ -293,7 +289,7 @@ class PositionValidationManager:
 
     # -- requests and answers -------------------------------------------------------------
 
-    def _build(self, node: int, parts: dict[TopicPartition, tuple[int, _Sent]]) -> UnsentRequest:
+    def _build(self, node: int, parts: dict[TopicPartition, tuple[int, _Sent]]) -> UnsentRequest[Any]:
         topics: dict[str, OffsetForLeaderEpochRequest.OffsetForLeaderTopic] = {}
         for tp, (current_epoch, sent) in parts.items():
             topic = topics.get(tp.topic)
@@ -312,7 +308,7 @@ class PositionValidationManager:
             replica_id=CONSUMER_REPLICA_ID, topics=list(topics.values())
         )
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: OffsetForLeaderEpochResponse, error: BaseException | None) -> None:
             self._on_response(now, node, parts, response, error)
 
         return UnsentRequest(node, request, handler)
@@ -322,7 +318,7 @@ class PositionValidationManager:
         now: float,
         node: int,
         parts: dict[TopicPartition, tuple[int, _Sent]],
-        response: Any,
+        response: OffsetForLeaderEpochResponse,
         error: BaseException | None,
     ) -> None:
         for tp, (_, sent) in parts.items():

@@ -1,5 +1,6 @@
 """ConsumerRunner: a consumer's poll loop as a background task of a web app (or any service),
-with handler-error logging, retry with backoff, graceful stop and a health snapshot.
+with a handler-error policy (retry with backoff, dead-letter topic, stop, skip), graceful stop
+and a health snapshot.
 
 Enter and exit it from one task (e.g. a FastAPI lifespan or an aiohttp cleanup context).
 """
@@ -19,12 +20,31 @@ import anyio.abc
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.consumer import Consumer, ConsumerRecord
-from kafkaio.errors import KafkaError
+from kafkaio.errors import KafkaConfigError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.producer import Producer
+from kafkaio.runtime.task import ClientTask
 
 log = logging.getLogger("kafkaio.integrations")
 
 RecordHandler = Callable[[ConsumerRecord[Any, Any]], "Awaitable[object] | object"]
+
+
+class OnError(enum.Enum):
+    """What the runner does when the handler raises for a record (after ``retries``)."""
+
+    STOP = "stop"  # stop the loop at the record: not committed, the next member reads it
+    DEAD_LETTER = "dead_letter"  # send it to the dead-letter topic, then go on
+    SKIP = "skip"  # log it, count it and go on: the record is committed as done (lost)
+
+
+# Headers a dead-lettered record carries (the original record's headers come first).
+DLT_TOPIC = "kafkaio.dlt.original.topic"
+DLT_PARTITION = "kafkaio.dlt.original.partition"
+DLT_OFFSET = "kafkaio.dlt.original.offset"
+DLT_TIMESTAMP = "kafkaio.dlt.original.timestamp"
+DLT_EXCEPTION = "kafkaio.dlt.exception"
+DLT_MESSAGE = "kafkaio.dlt.exception.message"
 
 
 class RunnerState(enum.Enum):
@@ -58,11 +78,19 @@ class RunnerStatus:
     consecutive_poll_errors: int
     last_error: str | None
     partitions: list[PartitionStatus] = field(default_factory=list)
+    retries: int = 0  # handler calls repeated after an error
+    dead_lettered: int = 0
+    skipped: int = 0
 
     @property
     def healthy(self) -> bool:
-        """Running and the last poll succeeded."""
+        """Liveness: running and the last poll succeeded (also while the group is joining)."""
         return self.state == RunnerState.RUNNING.value and self.consecutive_poll_errors == 0
+
+    @property
+    def ready(self) -> bool:
+        """Readiness: healthy and partitions assigned (a group member that joined)."""
+        return self.healthy and bool(self.partitions)
 
     @property
     def total_lag(self) -> int | None:
@@ -72,6 +100,7 @@ class RunnerStatus:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["healthy"] = self.healthy
+        out["ready"] = self.ready
         out["total_lag"] = self.total_lag
         return out
 
@@ -84,10 +113,17 @@ class ConsumerRunner:
     records of a batch already fetched are all handled first), commits the offsets of the
     records handled (when the consumer has a group_id and auto-commit is off: at least once)
     and closes the consumer (which commits its positions with auto-commit on, and leaves the
-    group). A handler error is logged with the record's position and
-    counted; the loop goes on, or stops when `stop_on_error`. Retriable client errors are
-    retried with exponential backoff; other client errors stop the loop (state "failed").
-    ``status()`` is the health snapshot.
+    group).
+
+    When the handler raises, the record is retried ``retries`` times (None: until it passes
+    or the runner stops) with ``retry_backoff`` between attempts; then ``on_error`` decides:
+    "stop" (the default: the loop stops at the record, which is not committed, so nothing is
+    lost), "dead_letter" (``dead_letter_producer`` sends it to ``dead_letter_topic`` with
+    headers naming its origin and the error, then the loop goes on) or "skip" (logged,
+    counted and committed as done: the record is lost to this group). ``stop_on_error=True``
+    is on_error="stop" with no retries. Retriable client errors are retried with exponential
+    backoff; other client errors stop the loop (state "failed"). ``status()`` is the health
+    snapshot.
     """
 
     def __init__(
@@ -97,18 +133,44 @@ class ConsumerRunner:
         *,
         max_records: int = 500,
         poll_timeout_ms: float = 1000,
+        on_error: OnError | str = OnError.STOP,
+        retries: int | None = 3,
+        retry_backoff: ExponentialBackoff | None = None,
+        dead_letter_topic: str | None = None,
+        dead_letter_producer: Producer | None = None,
         stop_on_error: bool = False,
         commit_on_stop: bool = True,
         backoff: ExponentialBackoff | None = None,
     ) -> None:
+        try:
+            policy = OnError(on_error)
+        except ValueError:
+            choices = ", ".join(repr(p.value) for p in OnError)
+            raise KafkaConfigError(f"on_error is {on_error!r}; use one of {choices}") from None
+        if stop_on_error:
+            policy, retries = OnError.STOP, 0
+        if retries is not None and (not isinstance(retries, int) or retries < 0):
+            raise KafkaConfigError(f"retries must be None or an int >= 0, got {retries!r}")
+        if policy is OnError.DEAD_LETTER and (not dead_letter_topic or dead_letter_producer is None):
+            raise KafkaConfigError(
+                "on_error='dead_letter' needs dead_letter_topic and dead_letter_producer "
+                "(a started Producer whose serializers take the records' keys and values)"
+            )
         self._consumer = consumer
         self._handler = handler
         self._max_records = max_records
         self._poll_timeout_ms = poll_timeout_ms
-        self._stop_on_error = stop_on_error
+        self._on_error = policy
+        self._retries = retries
+        self._retry_backoff = retry_backoff or ExponentialBackoff(100, 10_000)
+        self._dead_letter_topic = dead_letter_topic
+        self._dead_letter_producer = dead_letter_producer
         self._commit_on_stop = commit_on_stop
         self._backoff = backoff or ExponentialBackoff(100, 10_000)
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self._retried = 0
+        self._dead_lettered = 0
+        self._skipped = 0
+        self._task: ClientTask | None = None
         self._poll_scope: anyio.CancelScope | None = None
         self._state = RunnerState.NEW
         self._handled = 0
@@ -145,10 +207,8 @@ class ConsumerRunner:
         if self._state is not RunnerState.NEW:
             raise KafkaError("a ConsumerRunner starts once; make a new one")
         await self._consumer.start()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._task_group = tg
-        await tg.start(self._run)
+        self._task = ClientTask()  # a task of its own: stop() may run in another task
+        await self._task.start(self._run)
 
     async def stop(self) -> None:
         """Stop polling, wait for the running handler, commit, close the consumer."""
@@ -158,15 +218,13 @@ class ConsumerRunner:
         self._state = RunnerState.STOPPING
         if self._poll_scope is not None:
             self._poll_scope.cancel()
-        tg, self._task_group = self._task_group, None
+        task, self._task = self._task, None
         try:
-            if tg is not None:
-                await tg.__aexit__(None, None, None)
+            if task is not None:
+                await task.wait()
             with anyio.CancelScope(shield=True):
                 await self._commit()
         finally:
-            # not in a shielded scope: close() exits the consumer's own task group, which
-            # must be the innermost scope of this task
             await self._consumer.close()
             self._state = RunnerState.FAILED if failed else RunnerState.STOPPED
 
@@ -198,6 +256,9 @@ class ConsumerRunner:
             self._poll_errors,
             self._last_error,
             partitions,
+            self._retried,
+            self._dead_lettered,
+            self._skipped,
         )
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -245,19 +306,83 @@ class ConsumerRunner:
         return None
 
     async def _handle(self, record: ConsumerRecord[Any, Any]) -> bool:
-        """Run the handler; False when the loop must stop (stop_on_error)."""
-        try:
-            result = self._handler(record)
-            if inspect.isawaitable(result):
-                await result
-            self._handled += 1
-        except Exception as exc:
+        """Run the handler, with the error policy; False when the loop must stop."""
+        attempt = 0
+        while True:
+            try:
+                result = self._handler(record)
+                if inspect.isawaitable(result):
+                    await result
+                self._handled += 1
+                break
+            except Exception as exc:
+                error: Exception = exc
             self._handler_errors += 1
-            self._last_error = repr(exc)
-            log.exception(
-                "handler failed for %s[%d] offset %d", record.topic, record.partition, record.offset
-            )
-            if self._stop_on_error:
+            self._last_error = repr(error)
+            where = f"{record.topic}[{record.partition}] offset {record.offset}"
+            if self._retries is None or attempt < self._retries:
+                delay = self._retry_backoff.delay_ms(attempt) / 1000
+                log.warning(
+                    "handler failed for %s (attempt %d; retrying in %.2f s): %r",
+                    where,
+                    attempt + 1,
+                    delay,
+                    error,
+                )
+                attempt += 1
+                self._retried += 1
+                if not await self._sleep_unless_stopping(delay):
+                    return False  # stopping: the record stays unhandled (not committed)
+                continue
+            log.error("handler failed for %s", where, exc_info=error)
+            if self._on_error is OnError.STOP:
                 return False
+            if self._on_error is OnError.DEAD_LETTER and not await self._dead_letter(
+                record, error
+            ):
+                return False
+            if self._on_error is OnError.SKIP:
+                self._skipped += 1
+            break
         self._done[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        return True
+
+    async def _sleep_unless_stopping(self, seconds: float) -> bool:
+        """Sleep between attempts; False when the runner stops meanwhile."""
+        with anyio.CancelScope() as scope:
+            self._poll_scope = scope
+            try:
+                if self._state is RunnerState.RUNNING:
+                    await anyio.sleep(seconds)
+            finally:
+                self._poll_scope = None
+        return self._state is RunnerState.RUNNING
+
+    async def _dead_letter(self, record: ConsumerRecord[Any, Any], error: Exception) -> bool:
+        """Send the failed record to the dead-letter topic; False if that failed too."""
+        producer, topic = self._dead_letter_producer, self._dead_letter_topic
+        assert producer is not None and topic is not None
+        headers = [
+            *record.headers,
+            (DLT_TOPIC, record.topic.encode()),
+            (DLT_PARTITION, str(record.partition).encode()),
+            (DLT_OFFSET, str(record.offset).encode()),
+            (DLT_TIMESTAMP, str(record.timestamp).encode()),
+            (DLT_EXCEPTION, type(error).__name__.encode()),
+            (DLT_MESSAGE, str(error).encode("utf-8", "replace")),
+        ]
+        try:
+            await producer.send(topic, record.value, key=record.key, headers=headers)
+        except KafkaError as exc:
+            self._last_error = repr(exc)
+            log.error(
+                "could not send %s[%d] offset %d to the dead-letter topic %r: %s; stopping",
+                record.topic,
+                record.partition,
+                record.offset,
+                topic,
+                exc,
+            )
+            return False
+        self._dead_lettered += 1
         return True

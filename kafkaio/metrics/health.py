@@ -35,8 +35,14 @@ class GroupHealth:
 
 @dataclass(slots=True)
 class HealthSnapshot:
-    """One client's health. ``healthy``: running, and at least one broker connected (or
-    none needed yet), and not failed in its group."""
+    """One client's health.
+
+    ``healthy`` (liveness): running, at least one broker connected (or none needed yet), and
+    not failed in its group; a consumer still joining its group is healthy. ``ready``
+    (readiness): healthy, and a consumer has partitions assigned (a producer: a broker
+    connected). Serve them apart: a liveness probe that failed while a consumer waits for
+    its group would restart it in a loop; a readiness probe sends no traffic until then.
+    """
 
     client_id: str
     kind: str
@@ -66,9 +72,18 @@ class HealthSnapshot:
             return False
         return self.connected > 0 or not self.connections
 
+    @property
+    def ready(self) -> bool:
+        if not self.healthy:
+            return False
+        if self.kind == "consumer":
+            return bool(self.lag)  # one entry per assigned partition
+        return self.connected > 0
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["connected"] = self.connected
         out["total_lag"] = self.total_lag
         out["healthy"] = self.healthy
+        out["ready"] = self.ready
         return out

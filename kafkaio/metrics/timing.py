@@ -32,7 +32,9 @@ class TimedManager:
         return getattr(self.inner, name)
 
 
-def _timed(handler: CompletionHandler, sensor: Sensor, sent: float) -> CompletionHandler:
+def _timed(
+    handler: CompletionHandler[Any], sensor: Sensor, sent: float
+) -> CompletionHandler[Any]:
     def handle(now: float, response: Any, error: BaseException | None) -> None:
         if error is None:
             sensor.record(now - sent, now)

@@ -9,12 +9,19 @@ import ssl
 from dataclasses import dataclass, fields
 
 from kafkaio.errors import KafkaConfigError
-from kafkaio.net.sasl import SCRAM_HASHES, TokenProvider
+from kafkaio.net.sasl import (
+    DEFAULT_MAX_SCRAM_ITERATIONS,
+    KAFKA_MIN_SCRAM_ITERATIONS,
+    MAX_SCRAM_ITERATIONS_LIMIT,
+    SCRAM_HASHES,
+    TokenProvider,
+)
+from kafkaio.redact import masked_repr
+from kafkaio.validate import check_bool
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", *SCRAM_HASHES, "OAUTHBEARER")
 _MIB = 1024 * 1024
-_SECRET_FIELDS = frozenset({"sasl_plain_password", "sasl_oauth_token_provider"})
 
 
 @dataclass(slots=True, repr=False)
@@ -45,6 +52,7 @@ class ConnectionConfig:
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = None
     sasl_oauth_token_provider: TokenProvider | None = None
+    sasl_scram_max_iterations: int = DEFAULT_MAX_SCRAM_ITERATIONS
 
     def __post_init__(self) -> None:
         for name, minimum in (
@@ -55,12 +63,19 @@ class ConnectionConfig:
             ("reconnect_backoff_max_ms", 0),
             ("max_in_flight_requests_per_connection", 1),
             ("max_response_size", 1024),
+            ("sasl_scram_max_iterations", KAFKA_MIN_SCRAM_ITERATIONS),
         ):
             _check_int(name, getattr(self, name), minimum)
+        if self.sasl_scram_max_iterations > MAX_SCRAM_ITERATIONS_LIMIT:
+            raise KafkaConfigError(
+                f"sasl_scram_max_iterations must be <= {MAX_SCRAM_ITERATIONS_LIMIT}, got "
+                f"{self.sasl_scram_max_iterations}"
+            )
         for name in ("receive_buffer_bytes", "send_buffer_bytes"):
             value = getattr(self, name)
             if value is not None:
                 _check_int(name, value, 1024)
+        check_bool("ssl_check_hostname", self.ssl_check_hostname)
         if self.client_id is not None and not isinstance(self.client_id, str):
             raise KafkaConfigError(f"client_id must be a str or None, got {self.client_id!r}")
         self._check_security()
@@ -125,19 +140,29 @@ class ConnectionConfig:
     def uses_sasl(self) -> bool:
         return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
+    @property
+    def sends_credentials_in_clear(self) -> bool:
+        """PLAIN's password or OAUTHBEARER's token would cross the network unencrypted
+        (SASL_PLAINTEXT); SCRAM sends neither."""
+        return self.security_protocol == "SASL_PLAINTEXT" and self.sasl_mechanism in (
+            "PLAIN",
+            "OAUTHBEARER",
+        )
+
     def __repr__(self) -> str:
-        parts = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in _SECRET_FIELDS and value is not None:
-                parts.append(f"{f.name}='***'")
-            elif f.name == "ssl_context" and value is not None:
-                parts.append(f"ssl_context=<{type(value).__name__}>")
-            else:
-                parts.append(f"{f.name}={value!r}")
-        return f"ConnectionConfig({', '.join(parts)})"
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.ssl_context is not None:
+            values["ssl_context"] = _Shown(f"<{type(self.ssl_context).__name__}>")
+        return masked_repr(self, values)
 
     __str__ = __repr__
+
+
+class _Shown(str):
+    """A string shown as is by repr()."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:

@@ -21,14 +21,16 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import sniffio
+import anyio.to_thread
 from anyio.streams.tls import TLSStream
 
+from kafkaio.asynclib import running_asyncio
 from kafkaio.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    NotKafkaPeerError,
     SaslAuthenticationFailedError,
     SslAuthenticationError,
     UnsupportedVersionError,
@@ -45,6 +47,7 @@ from kafkaio.net.sasl import (
 )
 from kafkaio.net.turns import Turn, Turns
 from kafkaio.net.wire import AsyncioWire, open_wire
+from kafkaio.protocol.api import Request
 from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
 from kafkaio.protocol.messages import (
     REQUESTS,
@@ -234,6 +237,7 @@ class Connection:
         (or another broker error) when authentication is refused.
         """
         who = describe_node(host, port, node_id)
+        _check_address(host, port, who)
         timeout = config.connect_timeout_ms / 1000
         conn: Connection | None = None
         try:
@@ -252,6 +256,17 @@ class Connection:
                 "check that the broker is up and reachable and that security_protocol matches "
                 "its listener"
             ) from None
+        except KafkaError:
+            if conn is not None:
+                await conn._shutdown(None, log_close=False)
+            raise
+        except Exception as exc:  # any other failure of the setup is one of this connection
+            if conn is not None:
+                await conn._shutdown(None, log_close=False)
+            raise KafkaConnectionError(
+                f"could not set up the connection to {who}: {_text(exc)}; it is retried "
+                "after a backoff"
+            ) from exc
         except BaseException:
             if conn is not None:
                 await conn._shutdown(None, log_close=False)
@@ -273,7 +288,17 @@ class Connection:
         )
         version = ApiVersionsRequest.MAX_STABLE_VERSION
         while True:
-            response = await self.send(request, version=version)
+            try:
+                response = await self.send(request, version=version)
+            except KafkaConnectionError as exc:
+                reason = self._close_reason
+                if isinstance(reason, KafkaProtocolError):  # the first answer was not Kafka
+                    raise NotKafkaPeerError(
+                        f"{self} does not speak the Kafka protocol: its answer to ApiVersions "
+                        f"is not a Kafka response ({reason}); check bootstrap_servers (the "
+                        "port) and security_protocol"
+                    ) from exc
+                raise
             if response.error_code == _UNSUPPORTED_VERSION and version > 0:
                 theirs = [k.max_version for k in response.api_keys if k.api_key == 18]
                 fallback = min(theirs[0] if theirs else 0, version - 1)
@@ -333,7 +358,7 @@ class Connection:
                     detail or None, node=self.node_id, mechanism=mechanism_name
                 )
             try:
-                token = mechanism.step(response.auth_bytes)
+                token = await _sasl_step(mechanism, response.auth_bytes)
             except SaslAuthenticationFailedError as exc:
                 raise SaslAuthenticationFailedError(
                     exc.message, node=self.node_id, address=f"{self.host}:{self.port}"
@@ -346,9 +371,18 @@ class Connection:
         if name == "OAUTHBEARER":
             provider = config.sasl_oauth_token_provider
             assert provider is not None  # checked by ConnectionConfig
-            token = provider()
-            if inspect.isawaitable(token):
-                token = await token
+            try:
+                token = provider()
+                if inspect.isawaitable(token):
+                    token = await token
+            except KafkaError:
+                raise
+            except Exception as exc:  # e.g. the identity provider's HTTP endpoint failed
+                raise KafkaConnectionError(
+                    f"the sasl_oauth_token_provider raised {_text(exc)} while connecting to "
+                    f"{self}; the connection is retried after a backoff (raise a KafkaError "
+                    "from the provider to fail callers at once instead)"
+                ) from exc
             if not isinstance(token, str):
                 raise KafkaError(
                     f"sasl_oauth_token_provider returned {type(token).__name__}, not a str token"
@@ -358,7 +392,9 @@ class Connection:
         password = config.sasl_plain_password or ""
         if name == "PLAIN":
             return PlainMechanism(username, password)
-        return ScramMechanism(name, username, password)
+        return ScramMechanism(
+            name, username, password, max_iterations=config.sasl_scram_max_iterations
+        )
 
     # -- versions -----------------------------------------------------------------------
 
@@ -403,9 +439,10 @@ class Connection:
         return len(self._inflight)
 
     async def send(
-        self, request: Any, *, version: int | None = None, timeout: float | None = None
-    ) -> Any:
-        """Send ``request`` and return the broker's response.
+        self, request: Request[R], *, version: int | None = None, timeout: float | None = None
+    ) -> R:
+        """Send ``request`` and return the broker's response (an ``XRequest`` gets an
+        ``XResponse``: generated requests are ``Request[XResponse]``).
 
         ``version`` defaults to :meth:`version_for`; ``timeout`` (seconds) to
         ``request_timeout_ms``. Raises KafkaTimeoutError (and closes the connection if the
@@ -418,7 +455,8 @@ class Connection:
         version = self.version_for(type(request)) if version is None else version
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         if self._wire is not None:
-            return await self._send_on_wire(self._wire, request, version, seconds)
+            response: R = await self._send_on_wire(self._wire, request, version, seconds)
+            return response
         now = anyio.current_time()
         deadline = now + seconds
         self.last_used = now
@@ -442,7 +480,8 @@ class Connection:
             cause, error = self._no_response_errors(request, version, seconds)
             await self._shutdown(cause, timed_out=waiter, timeout_error=error)
         self.last_used = anyio.current_time()
-        return waiter.result()
+        result: R = waiter.result()
+        return result
 
     async def _send_on_wire(
         self, wire: AsyncioWire, request: Any, version: int, seconds: float
@@ -866,9 +905,35 @@ async def _acquire(resource: anyio.Lock | anyio.Semaphore) -> None:
         await resource.acquire()
 
 
+async def _sasl_step(mechanism: SaslMechanism, challenge: bytes) -> bytes | None:
+    """``mechanism.step(challenge)``, with SCRAM's PBKDF2 run in a worker thread: thousands of
+    iterations take milliseconds, and the event loop keeps serving other connections."""
+    if isinstance(mechanism, ScramMechanism) and mechanism.awaits_server_first:
+        first = mechanism.server_first(challenge)
+        salted = await anyio.to_thread.run_sync(mechanism.salted_password, first)
+        return mechanism.client_final(first, salted)
+    return mechanism.step(challenge)
+
+
 def describe_node(host: str, port: int, node_id: int | None) -> str:
+    if not isinstance(host, str) or not host.isprintable():  # metadata may carry anything
+        host = repr(host)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return f"node {node_id} ({address})" if node_id is not None else f"broker {address}"
+
+
+def _check_address(host: object, port: object, who: str) -> None:
+    """Refuse an address no socket can reach (a broker's metadata may carry any value)."""
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise KafkaConnectionError(
+            f"cannot connect to {who}: port {port!r} is not in 1-65535; check "
+            "bootstrap_servers and the brokers' advertised listeners"
+        )
+    if not isinstance(host, str) or not host or "\x00" in host or not host.isprintable():
+        raise KafkaConnectionError(
+            f"cannot connect to {who}: host {host!r} is not a valid host name; check "
+            "bootstrap_servers and the brokers' advertised listeners"
+        )
 
 
 def _text(exc: BaseException) -> str:
@@ -910,10 +975,7 @@ def _wire_possible(config: ConnectionConfig) -> bool:
     """Plain TCP under asyncio takes the AsyncioWire fast path (unless turned off)."""
     if config.uses_tls or not USE_ASYNCIO_WIRE:
         return False
-    try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
+    return running_asyncio()
 
 
 async def _open_stream(

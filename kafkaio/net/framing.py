@@ -17,12 +17,14 @@ class FrameReader:
 
     A frame that lies wholly inside one fed chunk comes out as a zero-copy memoryview of that
     chunk (so feed immutable ``bytes``); a frame spread over several chunks is copied into one
-    buffer of exactly its size, allocated only after the size was checked. The reader holds at
-    most one partial frame and three bytes of a partial size prefix, so its memory is bounded
-    by ``max_frame_size`` plus the chunk being fed.
+    buffer that grows with the bytes that arrive (a size prefix alone allocates nothing, so a
+    peer cannot make the client reserve ``max_frame_size`` by sending four bytes). The reader
+    holds at most one partial frame and three bytes of a partial size prefix, so its memory
+    is bounded by the bytes received of the frame (at most ``max_frame_size``) plus the chunk
+    being fed.
     """
 
-    __slots__ = ("max_frame_size", "_header", "_body", "_filled")
+    __slots__ = ("max_frame_size", "_header", "_body", "_size")
 
     def __init__(self, max_frame_size: int) -> None:
         if max_frame_size < 4:
@@ -30,11 +32,11 @@ class FrameReader:
         self.max_frame_size = max_frame_size
         self._header = bytearray()
         self._body: bytearray | None = None
-        self._filled = 0
+        self._size = 0  # of the frame being assembled in _body
 
     @property
     def buffered(self) -> int:
-        """Bytes of the frame being assembled (allocated size of the partial frame included)."""
+        """Bytes held of the frame being assembled (of its size prefix, or of its body)."""
         return len(self._header) + (len(self._body) if self._body is not None else 0)
 
     @property
@@ -55,14 +57,12 @@ class FrameReader:
         while pos < end:
             body = self._body
             if body is not None:
-                take = min(len(body) - self._filled, end - pos)
-                body[self._filled : self._filled + take] = view[pos : pos + take]
-                self._filled += take
+                take = min(self._size - len(body), end - pos)
+                body += view[pos : pos + take]
                 pos += take
-                if self._filled == len(body):
+                if len(body) == self._size:
                     frames.append(memoryview(body))
                     self._body = None
-                    self._filled = 0
                 continue
             if not self._header and end - pos >= 4:
                 size: int = _SIZE.unpack_from(view, pos)[0]
@@ -80,8 +80,9 @@ class FrameReader:
                 frames.append(view[pos : pos + size])
                 pos += size
             else:
-                self._body = bytearray(size)
-                self._filled = 0
+                self._body = bytearray(view[pos:end])
+                self._size = size
+                pos = end
         return frames
 
     def _check_size(self, size: int) -> None:

@@ -21,6 +21,7 @@ from kafkaio.errors import (
     KafkaConfigError,
     KafkaConnectionError,
     KafkaError,
+    NotKafkaPeerError,
 )
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.health import ConnectionHealth
@@ -41,7 +42,15 @@ def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int
     The port defaults to 9092; IPv6 literals need brackets when a port follows; a
     ``SCHEME://`` prefix (e.g. ``PLAINTEXT://``) is ignored. Duplicates are dropped.
     """
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    if isinstance(servers, str):
+        items = servers.split(",")
+    elif isinstance(servers, (list, tuple)):
+        items = list(servers)
+    else:
+        raise KafkaConfigError(
+            f"bootstrap_servers must be a 'host:port' string (comma-separated for several) "
+            f"or a list of them, got {servers!r}"
+        )
     result: list[tuple[str, int]] = []
     for raw in items:
         if not isinstance(raw, str):
@@ -132,6 +141,13 @@ class ConnectionManager:
         metrics: ConnectionMetrics | None = None,
     ) -> None:
         self.config = config if config is not None else ConnectionConfig()
+        if self.config.sends_credentials_in_clear:
+            log.warning(
+                "security_protocol SASL_PLAINTEXT with sasl_mechanism %s sends the %s to the "
+                "brokers unencrypted, readable by anyone on the network path; use SASL_SSL",
+                self.config.sasl_mechanism,
+                "bearer token" if self.config.sasl_mechanism == "OAUTHBEARER" else "password",
+            )
         # metrics: connections opened/closed (sensors) and open connections (a gauge)
         self._metrics = metrics
         if metrics is not None:
@@ -149,6 +165,7 @@ class ConnectionManager:
         self._bootstrap_index = 0
         self._retired: list[Connection] = []
         self._closed = False
+        self._connected_once = False  # a connection was set up (the peers speak Kafka)
 
     # -- nodes --------------------------------------------------------------------------
 
@@ -333,7 +350,13 @@ class ConnectionManager:
             if wait > 0:
                 await anyio.sleep(wait)
             conn = await Connection.connect(slot.host, slot.port, self.config, node_id=slot.node_id)
-        except KafkaError as exc:
+        except KafkaError as error:
+            exc = error
+            if isinstance(exc, NotKafkaPeerError) and self._connected_once:
+                # the cluster spoke Kafka before: a fault of the moment (a proxy, a restart,
+                # one misconfigured listener), retried; only a first contact fails at once
+                exc = KafkaConnectionError(f"{error}; the cluster answered in Kafka before: retrying")
+                exc.__cause__ = error
             slot.failures += 1
             delay = self._backoff.delay_ms(slot.failures - 1, self._rand) / 1000
             slot.next_attempt = monotonic() + delay
@@ -346,6 +369,8 @@ class ConnectionManager:
                 delay,
                 exc,
             )
+            if exc is not error:
+                raise exc from error
             raise
         finally:
             slot.attempt = None
@@ -357,6 +382,7 @@ class ConnectionManager:
         slot.next_attempt = 0.0
         slot.error = None
         slot.conn = conn
+        self._connected_once = True
         if self._metrics is not None:
             now = monotonic() * 1000.0
             self._metrics.created.record(1.0, now)

@@ -14,6 +14,7 @@ import secrets
 import stringprep
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from kafkaio.errors import KafkaConfigError, KafkaError, SaslAuthenticationFailedError
@@ -25,6 +26,12 @@ SCRAM_HASHES: dict[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha
 # SHA-1 is not a Kafka mechanism; it is here only so RFC 5802's example can be checked.
 _ALL_SCRAM_HASHES: dict[str, str] = {**SCRAM_HASHES, "SCRAM-SHA-1": "sha1"}
 KAFKA_MIN_SCRAM_ITERATIONS = 4096  # the minimum Kafka's ScramMechanism accepts
+#: The most iterations a SCRAM server-first message may ask for unless configured otherwise
+#: (``sasl_scram_max_iterations``): Kafka's own maximum (ScramMechanism.maxIterations), the
+#: most a broker lets a credential be stored with. PBKDF2 costs a few ms per 10,000.
+DEFAULT_MAX_SCRAM_ITERATIONS = 16384
+#: What PBKDF2 (a C int) can take at all.
+MAX_SCRAM_ITERATIONS_LIMIT = 2**31 - 1
 
 
 class SaslMechanism(Protocol):
@@ -132,6 +139,19 @@ def _parse_attributes(message: str) -> dict[str, str]:
     return attributes
 
 
+@dataclass(frozen=True, slots=True)
+class ScramServerFirst:
+    """A checked SCRAM server-first message: its text, the combined nonce, salt, iterations."""
+
+    message: str
+    nonce: str
+    salt: bytes
+    iterations: int
+
+    def __repr__(self) -> str:
+        return f"ScramServerFirst(iterations={self.iterations})"
+
+
 class ScramMechanism:
     """SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) without channel binding.
 
@@ -148,6 +168,7 @@ class ScramMechanism:
         *,
         nonce: str | None = None,
         min_iterations: int = KAFKA_MIN_SCRAM_ITERATIONS,
+        max_iterations: int = DEFAULT_MAX_SCRAM_ITERATIONS,
     ) -> None:
         try:
             self._hash = _ALL_SCRAM_HASHES[mechanism]
@@ -162,6 +183,7 @@ class ScramMechanism:
         if not self._nonce or "," in self._nonce or not self._nonce.isprintable():
             raise KafkaConfigError("a SCRAM nonce must be printable and contain no comma")
         self._min_iterations = min_iterations
+        self._max_iterations = min(max_iterations, MAX_SCRAM_ITERATIONS_LIMIT)
         self._client_first_bare = f"n={self._username},r={self._nonce}"
         self._server_signature = b""
         self._step = _Step.INITIAL
@@ -177,18 +199,29 @@ class ScramMechanism:
 
     def step(self, challenge: bytes) -> bytes | None:
         if self._step is _Step.SENT_FIRST:
-            self._step = _Step.SENT_FINAL
-            return self._client_final(challenge)
+            first = self.server_first(challenge)
+            return self.client_final(first, self.salted_password(first))
         if self._step is _Step.SENT_FINAL:
             self._verify_server_final(challenge)
             self._step = _Step.DONE
             return None
         raise _illegal(self.name, self._step)
 
+    @property
+    def awaits_server_first(self) -> bool:
+        """True when the next server message is server-first: the step that needs PBKDF2,
+        which a caller on an event loop runs in a thread (``server_first``,
+        ``salted_password``, ``client_final``) instead of ``step``."""
+        return self._step is _Step.SENT_FIRST
+
     def _hmac(self, key: bytes, message: bytes) -> bytes:
         return hmac.new(key, message, self._hash).digest()
 
-    def _client_final(self, challenge: bytes) -> bytes:
+    def server_first(self, challenge: bytes) -> ScramServerFirst:
+        """Parse and check the server-first message (nonce, salt, iteration count within
+        ``min_iterations``..``max_iterations``); raise SaslAuthenticationFailedError."""
+        if self._step is not _Step.SENT_FIRST:
+            raise _illegal(self.name, self._step)
         server_first = challenge.decode("utf-8", "replace")
         if server_first.startswith("e="):
             raise SaslAuthenticationFailedError(
@@ -210,7 +243,7 @@ class ScramMechanism:
             )
         try:
             salt = base64.b64decode(salt_b64, validate=True)
-            iterations = int(iterations_text)
+            iterations = int(iterations_text[:20])  # a longer number is out of range anyway
         except ValueError:
             raise SaslAuthenticationFailedError(
                 f"{self.name}: malformed salt or iteration count in {server_first!r}"
@@ -220,11 +253,29 @@ class ScramMechanism:
                 f"{self.name}: the broker asked for {iterations} iterations, fewer than the "
                 f"minimum {self._min_iterations}"
             )
-        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
+        if iterations > self._max_iterations or len(iterations_text) > 20:
+            raise SaslAuthenticationFailedError(
+                f"{self.name}: the broker asked for {iterations_text[:20]} iterations, more than "
+                f"the maximum {self._max_iterations} (sasl_scram_max_iterations; Kafka stores "
+                f"credentials with at most {DEFAULT_MAX_SCRAM_ITERATIONS}): each costs CPU "
+                "time, so a broker asking for millions is refused"
+            )
+        return ScramServerFirst(server_first, nonce, salt, iterations)
+
+    def salted_password(self, first: ScramServerFirst) -> bytes:
+        """PBKDF2 of the password: the slow part (milliseconds per 10,000 iterations),
+        pure and thread-safe."""
+        return hashlib.pbkdf2_hmac(self._hash, self._password, first.salt, first.iterations)
+
+    def client_final(self, first: ScramServerFirst, salted: bytes) -> bytes:
+        """The client-final message (with the proof) for `first`, given its salted password."""
+        if self._step is not _Step.SENT_FIRST:
+            raise _illegal(self.name, self._step)
+        self._step = _Step.SENT_FINAL
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self._hash, client_key).digest()
-        without_proof = f"c=biws,r={nonce}"  # biws = base64("n,,"): no channel binding
-        auth_message = f"{self._client_first_bare},{server_first},{without_proof}".encode()
+        without_proof = f"c=biws,r={first.nonce}"  # biws = base64("n,,"): no channel binding
+        auth_message = f"{self._client_first_bare},{first.message},{without_proof}".encode()
         signature = self._hmac(stored_key, auth_message)
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
         server_key = self._hmac(salted, b"Server Key")

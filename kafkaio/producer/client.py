@@ -5,15 +5,14 @@ The network side is the Sender, a request manager run by the NetworkDriver in on
 
 from __future__ import annotations
 
-import enum
+import contextlib
 import logging
 import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -21,7 +20,7 @@ import anyio.lowlevel
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.config import split_connection_options
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -33,11 +32,17 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.producer import ProducerMetrics, ProducerRecorder
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
 from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
+from kafkaio.producer.events import (
+    AbortTransactionEvent,
+    CommitTransactionEvent,
+    InitTransactionsEvent,
+    SendOffsetsEvent,
+)
 from kafkaio.producer.future import DeliveryFuture, RecordMetadata
 from kafkaio.producer.idempotence import IdempotenceManager, IdState
 from kafkaio.producer.memory import MemoryBudget
@@ -45,11 +50,22 @@ from kafkaio.producer.murmur2 import partition_for_key
 from kafkaio.producer.partitioner import DefaultPartitioner, StickyState
 from kafkaio.producer.sender import Sender
 from kafkaio.producer.transaction_state import TxnResult, TxnState
-from kafkaio.producer.transactions import TransactionManager, group_metadata_of
+from kafkaio.producer.transactions import TransactionManager, group_metadata_of, to_offsets
 from kafkaio.records import BatchBuilder
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.shell import AsyncClient, ClientShell, Lifecycle, close_timeout_ms
+from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
+from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
+from kafkaio.validate import check_bool, check_partition, check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ProducerOptions
 
 log = logging.getLogger("kafkaio.producer")
 
@@ -105,19 +121,12 @@ class ProducerRecord:
     timestamp_ms: int | None = None
 
 
-class _State(enum.Enum):
-    NEW = "new"
-    RUNNING = "running"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
 # Enum member lookups are slow on the per-record path: look them up once.
-_RUNNING = _State.RUNNING
+_RUNNING = Lifecycle.RUNNING
 _ID_FATAL = IdState.FATAL
 
 
-class Producer:
+class Producer(AsyncClient):
     """An asynchronous Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
 
     ``await p.send(topic, value, key=...)`` returns the RecordMetadata once the broker acked;
@@ -146,9 +155,11 @@ class Producer:
         bootstrap_servers: str | Sequence[str],
         *,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         options.setdefault("client_id", "kafkaio-producer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(options, PRODUCER_OPTIONS, "Producer")
         config = self.config = ProducerConfig.from_options(own, conn_config)
         self._bootstrap = bootstrap_servers
@@ -222,71 +233,50 @@ class Producer:
             and config.partitioner is None
             and self._txn is None
         )
+        # serializers other than plain `f(value)` callables (async, or taking a context)
+        self._key_codec = _codec(config.key_serializer, "key")
+        self._value_codec = _codec(config.value_serializer, "value")
+        self._plain_serializers = self._key_codec is None and self._value_codec is None
         self._fast_topics: dict[str, _FastTopic] = {}
         self._open_batches: dict[str, _OpenBatch] = {}  # keyless fast path, per topic
         self._keep_futures = self._accumulator.keep_futures
         self._max_record_size = min(config.max_request_size, config.buffer_memory)
         self._yield_next = False  # a batch filled up: give the network task a turn
-        self._state = _State.NEW
-        self._driver: NetworkDriver | None = None
-        self._connections: ConnectionManager | None = None
-        self._stack: AsyncExitStack | None = None
-
-    # -- lifecycle -----------------------------------------------------------------------
-
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def start(self) -> None:
-        """Start the network task and load cluster metadata (fails if no broker answers)."""
-        if self._state is not _State.NEW:
-            raise KafkaError("a Producer can be started once; make a new one")
         enabled = self._registry.enabled
-        self._connections = ConnectionManager(
-            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
-        )
         sender: RequestManager = self._sender
         if enabled:
             sender = TimedManager(self._sender, self._m.request_latency)
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            [sender],
+        # the transactional calls (init, send offsets, commit, abort) are application events
+        # the network task applies (kafkaio.producer.events)
+        self._events = ApplicationEventQueue()
+        self._processor = ApplicationEventProcessor(self._events)
+        if self._txn is not None:
+            self._register_transaction_events(self._txn)
+        self._shell = ClientShell(
+            "producer",
+            bootstrap_servers,
+            self._conn_config,
+            metadata=self._metadata,
+            managers=[self._processor, sender],
             extra_nodes=None if self._txn is None else self._txn.addresses,
-            io_wait=self._conn_metrics.io_wait if enabled else None,
+            conn_metrics=self._conn_metrics if enabled else None,
+            on_task_end=self._on_task_end,
         )
-        self._stack = AsyncExitStack()
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
-        await tg.start(self._run_driver)
-        self._state = _State.RUNNING
-        try:
-            with anyio.move_on_after(self.config.max_block_ms / 1000.0):
-                await self._driver.wait_for_metadata(0)
-        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
-            await self.close(timeout=0)
-            raise
-        if self._metadata.version == 0:
-            error = self._metadata.last_error
-            await self.close(timeout=0)
-            raise KafkaConnectionError(
-                f"the producer got no metadata from {self._bootstrap} within max_block_ms "
-                f"({self.config.max_block_ms:g} ms); last error: {error}. Check "
-                "bootstrap_servers and that the brokers are running"
-            )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the network task and load cluster metadata: raises BootstrapError when no
+        broker answers within max_block_ms (a fatal error, such as a refused login, as it
+        is). A producer starts once."""
+        await self._shell.start(self.config.max_block_ms)
+        self._driver = self._shell.driver
         if self._txn is not None:
             try:
                 await self.init_transactions()
             except BaseException:
-                await self.close(timeout=0)
+                await self.close(timeout_ms=0)
                 raise
         config = self.config
         if config.enable_idempotence is None and not config.idempotence_wanted:
@@ -303,43 +293,41 @@ class Producer:
             config.compression_type.name.lower(),
         )
 
-    async def _run_driver(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        assert self._driver is not None
-        try:
-            await self._driver.run(task_status=task_status)
-        finally:
-            self._open_batches.clear()  # records take the slow path (which raises) from now
-            fatal = self._driver.fatal_error
-            if fatal is not None:
-                self._sender.abort(
-                    ProducerClosedError(f"the producer's network task failed: {fatal!r}")
-                )
-
-    async def close(self, timeout: float | None = None) -> None:
-        """Flush (for up to ``timeout`` seconds; None: until every record completes), then
-        stop. Records still undelivered then fail with ProducerClosedError. A transaction
-        left open (begun, not committed) is aborted first, as Java's producer does on close:
-        its unsent records fail with TransactionAbortedError."""
-        if self._state in (_State.CLOSED, _State.CLOSING):
-            return
-        was_running = self._state is _State.RUNNING
-        self._state = _State.CLOSING
+    def _on_task_end(self, fatal: BaseException | None) -> None:
+        """The network task ended: records take the slow path (which raises) from now; if
+        it failed, every buffered record fails with it."""
         self._open_batches.clear()
-        driver = self._driver
-        try:
-            if was_running and driver is not None and driver.running:
-                started = anyio.current_time()
-                await self._abort_open_transaction(timeout)
-                if timeout is not None:
-                    timeout = max(0.0, timeout - (anyio.current_time() - started))
-                self._accumulator.closing = True
-                driver.wakeup()
-                try:
-                    await self._wait_for(self._accumulator.incomplete(), timeout)
-                except KafkaTimeoutError:
-                    pass
+        if fatal is not None:
+            self._sender.abort(
+                ProducerClosedError(f"the producer's network task failed: {fatal!r}")
+            )
+
+    async def close(self, timeout_ms: float | None = None, *, timeout: float | None = None) -> None:
+        """Flush for up to ``timeout_ms`` (None: until every record completes), then stop.
+        Records still undelivered then fail with ProducerClosedError. A transaction left open
+        (begun, not committed) is aborted first, as Java's producer does on close: its unsent
+        records fail with TransactionAbortedError. Closing twice is harmless; ``close()``
+        may run in another task than ``start()`` and under a cancel scope. (``timeout`` in
+        seconds is deprecated.)"""
+        limit = close_timeout_ms(timeout_ms, timeout, None, "Producer")
+        self._open_batches.clear()
+
+        async def flush() -> None:
+            started = anyio.current_time()
+            await self._abort_open_transaction(limit)
+            left = None
+            if limit is not None:
+                left = max(0.0, limit - (anyio.current_time() - started) * 1000.0)
+            self._accumulator.closing = True
+            self._wake()
+            try:
+                await self._wait_for(
+                    self._accumulator.incomplete(), None if left is None else left / 1000.0
+                )
+            except KafkaTimeoutError:
+                pass
+
+        def fail_undelivered() -> None:
             left = self._sender.abort(
                 ProducerClosedError(
                     "the producer was closed before this record was delivered (close() "
@@ -349,19 +337,19 @@ class Producer:
             )
             if left:
                 log.warning("producer closed with %d undelivered records (failed)", left)
-        finally:
-            if driver is not None:
-                driver.stop()
-            if self._stack is not None:
-                await self._stack.aclose()
-            if self._connections is not None:
-                await self._connections.close()
-            self._state = _State.CLOSED
-            log.info("producer closed")
+            for interceptor in self.config.interceptors:  # as Java's ProducerInterceptor.close
+                if callable(getattr(interceptor, "close", None)):
+                    try:
+                        interceptor.close()
+                    except Exception:
+                        log.exception("interceptor %r failed in close", interceptor)
 
-    async def _abort_open_transaction(self, timeout: float | None) -> None:
+        await self._shell.close(None, flush, fail_undelivered)
+        log.info("producer closed")
+
+    async def _abort_open_transaction(self, timeout_ms: float | None) -> None:
         """close(): abort a transaction the application left open, so that read_committed
-        consumers need not wait for transaction_timeout_ms (waits at most `timeout` s, or
+        consumers need not wait for transaction_timeout_ms (waits at most `timeout_ms`, or
         max_block_ms)."""
         txn = self._txn
         if txn is None or txn.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
@@ -369,18 +357,17 @@ class Producer:
         log.warning(
             "closing the producer with a transaction open (%s): aborting it", txn.state.value
         )
-        result = txn.begin_abort()
-        self._wake()
-        seconds = self.config.max_block_ms / 1000.0 if timeout is None else timeout
+        event = AbortTransactionEvent(math.inf)
+        self._events.put(event)
+        limit = self.config.max_block_ms if timeout_ms is None else timeout_ms
+        seconds = limit / 1000.0
         with anyio.move_on_after(seconds):
-            try:
-                await result.wait()
-            except KafkaError:  # e.g. fenced: reported below, close() goes on
-                pass
-        if not result.done:
+            with contextlib.suppress(KafkaError):
+                await event.wait()
+        if not event.done:
             log.warning("the abort did not complete within %g s", seconds)
-        elif result.error is not None:
-            log.warning("aborting the open transaction failed: %s", result.error)
+        elif event.error is not None:
+            log.warning("aborting the open transaction failed: %s", event.error)
 
     # -- producing -----------------------------------------------------------------------
 
@@ -506,7 +493,7 @@ class Producer:
             return None  # the general path says what is wrong
         driver = self._driver
         if (
-            self._state is not _RUNNING
+            self._shell.state is not _RUNNING
             or driver is None
             or driver.fatal_error is not None
             or not driver.running
@@ -556,11 +543,17 @@ class Producer:
                     record = changed
             topic, value, key = record.topic, record.value, record.key
             partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
-        _check_record(topic, timestamp_ms)
+        _check_record(topic, partition, timestamp_ms)
         config = self.config
-        key_bytes = _serialize(config.key_serializer, key, "key")
-        value_bytes = _serialize(config.value_serializer, value, "value")
         header_list = _headers(headers)
+        if self._plain_serializers:
+            key_bytes = _serialize(config.key_serializer, key, "key", topic, partition)
+            value_bytes = _serialize(config.value_serializer, value, "value", topic, partition)
+        else:
+            key_bytes, value_bytes = await self._serialize(
+                topic, partition, key, value, header_list
+            )
+            self._check_open()
         size = BatchBuilder.estimate_size_in_bytes(key_bytes, value_bytes, header_list)
         if size > config.max_request_size or size > config.buffer_memory:
             raise RecordTooLargeError(
@@ -638,6 +631,29 @@ class Producer:
             self._batch_full(result.batch.tp)
         return result.future
 
+    async def _serialize(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> tuple[bytes | None, bytes | None]:
+        """Key and value through serializers of any shape (awaited here, in the caller's
+        task): the general path of `_enqueue` when one is async or takes a context."""
+        config = self.config
+        out: list[bytes | None] = []
+        for codec, serializer, data, field in (
+            (self._key_codec, config.key_serializer, key, "key"),
+            (self._value_codec, config.value_serializer, value, "value"),
+        ):
+            if codec is None:
+                out.append(_serialize(serializer, data, field, topic, partition))
+            else:
+                ctx = SerializationContext(topic, field, partition, None, headers)
+                out.append(await serde_serialize(codec, data, ctx))
+        return out[0], out[1]
+
     def _open_fast_path(
         self, topic: str, partition: int, version: int, batch: ProducerBatch
     ) -> None:
@@ -651,7 +667,7 @@ class Producer:
             and sticky is not None
             and sticky.partition == partition
             and cluster.version == version
-            and self._state is _RUNNING
+            and self._shell.state is _RUNNING
             and driver is not None
             and driver.running
             and driver.fatal_error is None
@@ -701,7 +717,7 @@ class Producer:
 
     def health(self) -> HealthSnapshot:
         """Connections and the producer's state now (for health endpoints)."""
-        connections = [] if self._connections is None else self._connections.connection_states()
+        connections = self._shell.connection_states()
         driver = self._driver
         fatal = None if driver is None else driver.fatal_error
         if fatal is None and self._idempotence.state is _ID_FATAL:
@@ -711,7 +727,7 @@ class Producer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "producer",
-            self._state is _RUNNING and driver is not None and driver.running,
+            self._shell.running,
             connections,
             error=None if fatal is None else repr(fatal),
         )
@@ -732,10 +748,9 @@ class Producer:
         the producer cannot be used; KafkaTimeoutError after max_block_ms (call it again
         to keep waiting).
         """
-        txn = self._require_txn("init_transactions()")
+        self._require_txn("init_transactions()")
         self._check_open(allow_txn_error=True)
-        result = txn.initialize()
-        await self._await_txn(result, "init_transactions()")
+        await self._await_txn(InitTransactionsEvent(math.inf), "init_transactions()")
 
     def begin_transaction(self) -> None:
         """Open a transaction: records sent from now on are committed or aborted together."""
@@ -756,11 +771,11 @@ class Producer:
         using manual ``assign`` (generation -1, empty member id). The offsets become visible
         only when the transaction commits.
         """
-        txn = self._require_txn("send_offsets_to_transaction()")
+        self._require_txn("send_offsets_to_transaction()")
         self._check_open()
-        result = txn.add_offsets(offsets, group_metadata_of(group_metadata))
-        self._wake()
-        await self._await_txn(result, "send_offsets_to_transaction()")
+        event = SendOffsetsEvent(math.inf, group=group_metadata_of(group_metadata))
+        event.offsets = to_offsets(offsets)  # bad input is refused here, at the call
+        await self._await_txn(event, "send_offsets_to_transaction()")
 
     async def commit_transaction(self) -> None:
         """Flush the transaction's records, then commit it (EndTxn).
@@ -769,13 +784,11 @@ class Producer:
         transaction must be aborted (``abort_transaction``). KafkaTimeoutError after
         max_block_ms: call it again to keep waiting for the same commit.
         """
-        txn = self._require_txn("commit_transaction()")
+        self._require_txn("commit_transaction()")
         self._check_open(allow_txn_error=True)
-        result = txn.begin_commit()
         self._accumulator.begin_flush()
-        self._wake()
         try:
-            await self._await_txn(result, "commit_transaction()")
+            await self._await_txn(CommitTransactionEvent(math.inf), "commit_transaction()")
         finally:
             self._accumulator.end_flush()
 
@@ -783,11 +796,9 @@ class Producer:
         """Abort the transaction: unsent records fail with TransactionAbortedError, records
         already written are discarded by read_committed consumers, and offsets sent with
         ``send_offsets_to_transaction`` are not committed."""
-        txn = self._require_txn("abort_transaction()")
+        self._require_txn("abort_transaction()")
         self._check_open(allow_txn_error=True)
-        result = txn.begin_abort()
-        self._wake()
-        await self._await_txn(result, "abort_transaction()")
+        await self._await_txn(AbortTransactionEvent(math.inf), "abort_transaction()")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Producer]:
@@ -832,12 +843,45 @@ class Producer:
         if self._driver is not None:
             self._driver.wakeup()
 
-    async def _await_txn(self, result: TxnResult, what: str) -> None:
+    def _register_transaction_events(self, txn: TransactionManager) -> None:
+        """The network task's side of the transactional calls: each event starts (or joins)
+        the TransactionManager's call and completes with its result; a call the state
+        machine refuses fails its event with that error."""
+
+        def follow(event: ApplicationEvent[None], result: TxnResult) -> None:
+            def done(finished: TxnResult) -> None:
+                if finished.error is not None:
+                    event.fail(finished.error)
+                else:
+                    event.complete(None)
+
+            result.add_done_callback(done)
+
+        def on_init(event: InitTransactionsEvent, now: float) -> None:
+            follow(event, txn.initialize())
+
+        def on_send_offsets(event: SendOffsetsEvent, now: float) -> None:
+            follow(event, txn.add_offsets(event.offsets, event.group))
+
+        def on_commit(event: CommitTransactionEvent, now: float) -> None:
+            follow(event, txn.begin_commit())
+
+        def on_abort(event: AbortTransactionEvent, now: float) -> None:
+            follow(event, txn.begin_abort())
+
+        self._processor.register(InitTransactionsEvent, on_init)
+        self._processor.register(SendOffsetsEvent, on_send_offsets)
+        self._processor.register(CommitTransactionEvent, on_commit)
+        self._processor.register(AbortTransactionEvent, on_abort)
+
+    async def _await_txn(self, event: ApplicationEvent[None], what: str) -> None:
+        """Submit a transactional call's event and wait for it, at most max_block_ms."""
+        self._events.put(event)
         self._wake()
         seconds = self.config.max_block_ms / 1000.0
         with anyio.move_on_after(seconds) as scope:
-            await result.wait()
-        if scope.cancelled_caught and not result.done:
+            await event.wait()
+        if scope.cancelled_caught and not event.done:
             assert self._txn is not None
             raise KafkaTimeoutError(
                 f"{what} did not complete within max_block_ms ({self.config.max_block_ms:g} "
@@ -848,13 +892,15 @@ class Producer:
     # -- internals -----------------------------------------------------------------------
 
     def _check_open(self, *, allow_txn_error: bool = False) -> None:
-        if self._state is not _State.RUNNING:
+        if self._shell.state is not _RUNNING:
+            if self._shell.state is Lifecycle.NEW:
+                raise ProducerClosedError(
+                    "the producer is not started: use `async with Producer(...)` or start()"
+                )
             raise ProducerClosedError(
-                "the producer is not running: use `async with Producer(...)` or start(); "
-                "a closed producer cannot be reused"
+                "the producer is closed; a closed producer cannot be reused: make a new one"
             )
-        assert self._driver is not None
-        self._driver.check()
+        self._shell.check()
         txn = self._txn
         if txn is not None and txn.fatal_error is not None and not allow_txn_error:
             raise txn.fatal_error
@@ -923,11 +969,13 @@ class Producer:
                     log.exception("interceptor %r failed in on_acknowledgement", interceptor)
 
 
-def _check_record(topic: Any, timestamp_ms: Any) -> None:
+def _check_record(topic: Any, partition: Any, timestamp_ms: Any) -> None:
     """What the broker cannot take, refused at the call (before, it failed the network
-    task): a topic that is no non-empty str, a timestamp that is no int in 0..2**63-1."""
-    if not isinstance(topic, str) or not topic:
-        raise KafkaConfigError(f"the topic must be a non-empty str, not {topic!r}")
+    task): an illegal topic name (InvalidTopicError, as Java's Topic.validate), a partition
+    that is no int >= 0, a timestamp that is no int in 0..2**63-1."""
+    check_topic(topic)
+    if partition is not None:
+        check_partition(partition)
     if timestamp_ms is not None and (
         not isinstance(timestamp_ms, int)
         or isinstance(timestamp_ms, bool)
@@ -939,21 +987,32 @@ def _check_record(topic: Any, timestamp_ms: Any) -> None:
         )
 
 
-def _serialize(serializer: Any, data: Any, what: str) -> bytes | None:
+def _codec(serializer: Any, field: str) -> FieldCodec | None:
+    """None for no serializer or a plain one (called inline by `_serialize`)."""
+    if serializer is None:
+        return None
+    codec = FieldCodec(serializer, field, deserializer=False)
+    return None if codec.plain else codec
+
+
+def _serialize(
+    serializer: Any, data: Any, field: str, topic: str, partition: int | None
+) -> bytes | None:
+    """A key or value through a plain serializer (or none)."""
     if data is None:
         return None
-    if serializer is not None:
+    if serializer is None:
+        if type(data) is bytes:
+            return data
+        return to_bytes(data, field, topic, False)
+    try:
         data = serializer(data)
-        if data is None:
-            return None
-    if isinstance(data, bytes):
+    except Exception as exc:
+        ctx = SerializationContext(topic, field, partition)
+        raise located(exc, ctx, "serializer") from exc
+    if type(data) is bytes or data is None:
         return data
-    if isinstance(data, _BYTES):
-        return bytes(data)
-    raise KafkaConfigError(
-        f"the record's {what} is {type(data).__name__}, not bytes: pass bytes or set "
-        f"{what}_serializer"
-    )
+    return to_bytes(data, field, topic, True)
 
 
 def _headers(headers: HeadersArg) -> list[tuple[str, bytes | None]] | None:

@@ -12,10 +12,12 @@ from typing import Any
 from kafkaio.errors import KafkaConfigError
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.records import Compression
+from kafkaio.serde.base import FieldCodec
 
 # A custom partitioner: (serialized key or None, all partitions, available partitions) -> index.
 PartitionerFn = Callable[[bytes | None, Sequence[int], Sequence[int]], int]
-Serializer = Callable[[Any], "bytes | None"]
+# A plain or async callable (value -> bytes), or a kafkaio.serde.Serializer.
+Serializer = Any
 
 MIB = 1024 * 1024
 MAX_IDEMPOTENT_IN_FLIGHT = 5
@@ -113,8 +115,8 @@ class ProducerConfig:
         elif partitioner is not None and not callable(partitioner):
             raise KafkaConfigError("partitioner must be 'murmur2' or a callable")
         for name in ("key_serializer", "value_serializer"):
-            if o.get(name) is not None and not callable(o[name]):
-                raise KafkaConfigError(f"{name} must be a callable taking the key/value")
+            if o.get(name) is not None:
+                FieldCodec(o[name], name.split("_")[0], deserializer=False)  # raises if unusable
         idem = o.pop("enable_idempotence", None)
         if idem is not None and not isinstance(idem, bool):
             raise KafkaConfigError(f"enable_idempotence must be True or False, got {idem!r}")

@@ -117,14 +117,11 @@ class Sender:
             return self._config.max_in_flight
         return 1
 
-    def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
-        return list(self._tp_in_flight.get(tp, ()))
-
     # -- polling -------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
         self._last_poll_ms = now
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         idem = self.idempotence
         if idem.state is IdState.FATAL:
             assert idem.fatal_error is not None
@@ -212,7 +209,7 @@ class Sender:
 
     def _produce_request(
         self, node: int, batches: list[ProducerBatch], now: float
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         acc = self._acc
         for batch in batches:
@@ -241,7 +238,7 @@ class Sender:
             ],
         )
 
-        def handler(now: float, response: Any, error: BaseException | None) -> None:
+        def handler(now: float, response: ProduceResponse, error: BaseException | None) -> None:
             self._on_produce(node, batches, now, response, error)
 
         return UnsentRequest(
@@ -255,7 +252,7 @@ class Sender:
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def _on_init(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_init(self, now: float, response: InitProducerIdResponse, error: BaseException | None) -> None:
         if error is not None:
             self.idempotence.on_failure(now, error)
         else:
@@ -276,7 +273,7 @@ class Sender:
         node: int,
         batches: list[ProducerBatch],
         now: float,
-        response: Any,
+        response: ProduceResponse,
         error: BaseException | None,
     ) -> None:
         self._node_in_flight[node] -= 1
@@ -431,12 +428,14 @@ class Sender:
         self, batch: ProducerBatch, now: float, cause: BaseException | None = None
     ) -> KafkaTimeoutError:
         why = f"; last error: {cause}" if cause is not None else ""
-        return KafkaTimeoutError(
+        error = KafkaTimeoutError(
             f"{batch.record_count} records for {batch.tp} expired: not delivered within "
             f"delivery_timeout_ms ({self._config.delivery_timeout_ms:g} ms, "
             f"{now - batch.created_ms:.0f} ms since the batch was created){why}. Check that "
             "the topic exists and its leaders are reachable, or raise delivery_timeout_ms"
         )
+        error.__cause__ = cause  # the last error the broker answered, for programs to test
+        return error
 
     # -- shutdown ------------------------------------------------------------------------
 
@@ -456,7 +455,3 @@ class Sender:
                 if batch.fail(error):
                     self._done(batch, self._last_poll_ms if now is None else now)
         return count
-
-    @property
-    def has_pending(self) -> bool:
-        return self._acc.has_incomplete

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import enum
 
-import anyio
-
 from kafkaio.producer.errors import TransactionStateError
+from kafkaio.runtime.completion import Completion
 
 
 class TxnState(enum.Enum):
@@ -49,45 +48,20 @@ def check_transition(source: TxnState, target: TxnState) -> None:
         )
 
 
-class TxnResult:
-    """The outcome of one transactional call (init, commit, abort, send offsets).
+class TxnResult(Completion[None]):
+    """The outcome of one transactional call (init, commit, abort, send offsets): a
+    Completion (kafkaio.runtime.completion) named after the call.
 
     Completed by the TransactionManager in the network task; the application awaits it. A
     call that timed out on the application side keeps running: calling it again awaits the
     same result, as in the Java client.
     """
 
-    __slots__ = ("what", "done", "error", "_event")
+    __slots__ = ("what",)
 
     def __init__(self, what: str) -> None:
+        super().__init__()
         self.what = what
-        self.done = False
-        self.error: BaseException | None = None
-        self._event: anyio.Event | None = None
 
-    def succeed(self) -> None:
-        self._finish(None)
-
-    def fail(self, error: BaseException) -> None:
-        self._finish(error)
-
-    def _finish(self, error: BaseException | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.error = error
-        if self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
-        """Wait until completed, then raise its error if it failed."""
-        if not self.done:
-            if self._event is None:
-                self._event = anyio.Event()
-            await self._event.wait()
-        if self.error is not None:
-            raise self.error
-
-    def __repr__(self) -> str:
-        state = "pending" if not self.done else "failed" if self.error else "done"
-        return f"<TxnResult {self.what} {state}>"
+    def describe(self) -> str:
+        return f"TxnResult {self.what}"

@@ -44,6 +44,12 @@ from kafkaio.errors import (
     error_for_code,
 )
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.coordinators import (
+    CoordinatorAddress,
+    CoordinatorType,
+    lookup_request,
+    parse_lookup,
+)
 from kafkaio.producer.errors import TransactionAbortedError, TransactionStateError
 from kafkaio.producer.idempotence import IdempotenceManager
 from kafkaio.producer.transaction_state import TxnResult, TxnState, check_transition
@@ -54,7 +60,6 @@ from kafkaio.protocol.messages import (
     AddPartitionsToTxnResponse,
     EndTxnRequest,
     EndTxnResponse,
-    FindCoordinatorRequest,
     FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -66,15 +71,15 @@ from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 log = logging.getLogger("kafkaio.producer")
 
-GROUP_KEY = 0
-TRANSACTION_KEY = 1
+GROUP_KEY = CoordinatorType.GROUP
+TRANSACTION_KEY = CoordinatorType.TRANSACTION
 # AddPartitionsToTxn v4+ is for brokers (verify-only batches); clients send v3 at most.
 ADD_PARTITIONS_MAX_VERSION = 3
 # EndTxn v5 is KIP-890 part 2 (a new epoch after every transaction), not implemented here.
 END_TXN_MAX_VERSION = 4
 
 S = TxnState
-CoordinatorKey = tuple[int, str]
+CoordinatorKey = tuple[CoordinatorType, str]
 
 
 class Outcome(enum.Enum):
@@ -186,13 +191,6 @@ class _OffsetsJob:
 
 
 @dataclass(slots=True)
-class _Coordinator:
-    node_id: int
-    host: str
-    port: int
-
-
-@dataclass(slots=True)
 class _Transaction:
     """What the current transaction holds."""
 
@@ -239,7 +237,7 @@ class TransactionManager:
         self._idem = idempotence
         self._backoff = backoff
         self._request_timeout_ms = request_timeout_ms
-        self._coordinators: dict[CoordinatorKey, _Coordinator] = {}
+        self._coordinators: dict[CoordinatorKey, CoordinatorAddress] = {}
         self._txn = _Transaction()
         self._in_flight = False
         self._attempts = 0
@@ -270,10 +268,6 @@ class TransactionManager:
     @property
     def fatal_error(self) -> BaseException | None:
         return self.last_error if self.state is S.FATAL_ERROR else None
-
-    @property
-    def has_pending_request(self) -> bool:
-        return self._in_flight
 
     @property
     def drops_unsent_batches(self) -> bool:
@@ -503,7 +497,7 @@ class TransactionManager:
         self._in_flight = True
         return PollResult([request])
 
-    def _next_request(self, incomplete: bool) -> UnsentRequest | None:
+    def _next_request(self, incomplete: bool) -> UnsentRequest[Any] | None:
         state, txn = self.state, self._txn
         tid_key = (TRANSACTION_KEY, self.transactional_id)
         if state is S.INITIALIZING:
@@ -538,11 +532,11 @@ class TransactionManager:
         key: CoordinatorKey,
         build: Callable[[], Any],
         handler: Callable[[float, Any, BaseException | None], None],
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         """``build()`` sent to the coordinator for ``key``, or a lookup if it is unknown."""
         coordinator = self._coordinators.get(key)
         if coordinator is None:
-            request = FindCoordinatorRequest(key=key[1], key_type=key[0], coordinator_keys=[key[1]])
+            request = lookup_request(key[0], [key[1]])
             return UnsentRequest(
                 None,
                 request,
@@ -596,8 +590,9 @@ class TransactionManager:
 
     def _forget_coordinator(self, key: CoordinatorKey, why: str) -> None:
         if self._coordinators.pop(key, None) is not None:
-            kind = "transaction" if key[0] == TRANSACTION_KEY else "group"
-            log.info("%s coordinator for %r unknown (%s); looking it up again", kind, key[1], why)
+            log.info(
+                "%s coordinator for %r unknown (%s); looking it up again", key[0].noun, key[1], why
+            )
 
     def _handle(
         self, outcome: Outcome, error: BaseException, now: float, key: CoordinatorKey
@@ -617,7 +612,7 @@ class TransactionManager:
     # -- FindCoordinator -------------------------------------------------------------------
 
     def _on_find_coordinator(
-        self, key: CoordinatorKey, now: float, response: Any, error: BaseException | None
+        self, key: CoordinatorKey, now: float, response: FindCoordinatorResponse, error: BaseException | None
     ) -> None:
         self._in_flight = False
         if error is None:
@@ -639,24 +634,18 @@ class TransactionManager:
     def _apply_coordinator(
         self, key: CoordinatorKey, response: FindCoordinatorResponse
     ) -> BaseException | None:
-        if response.coordinators:  # v4+
-            entry = next((c for c in response.coordinators if c.key == key[1]), None)
-            if entry is None:
-                return KafkaError(f"FindCoordinator answered without an entry for {key[1]!r}")
-            code, message = entry.error_code, entry.error_message
-            node_id, host, port = entry.node_id, entry.host, entry.port
-        else:
-            code, message = response.error_code, response.error_message
-            node_id, host, port = response.node_id, response.host, response.port
-        if code:
-            return error_for_code(code)(message, coordinator_key=key[1])
-        if node_id < 0 or not host:
-            return CoordinatorNotAvailableError(
-                f"FindCoordinator for {key[1]!r} returned no coordinator"
-            )
-        self._coordinators[key] = _Coordinator(node_id, host, port)
-        kind = "transaction" if key[0] == TRANSACTION_KEY else "group"
-        log.info("%s coordinator for %r is node %d (%s:%d)", kind, key[1], node_id, host, port)
+        found = parse_lookup(response, key[0], [key[1]])[key[1]]
+        if not isinstance(found, CoordinatorAddress):
+            return found
+        self._coordinators[key] = found
+        log.info(
+            "%s coordinator for %r is node %d (%s:%d)",
+            key[0].noun,
+            key[1],
+            found.node_id,
+            found.host,
+            found.port,
+        )
         return None
 
     # -- InitProducerId --------------------------------------------------------------------
@@ -670,7 +659,7 @@ class TransactionManager:
             producer_epoch=self._idem.epoch if bump else -1,
         )
 
-    def _on_init(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_init(self, now: float, response: InitProducerIdResponse, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
             assert isinstance(response, InitProducerIdResponse)
@@ -725,7 +714,7 @@ class TransactionManager:
             txn.new[tp] = None
         txn.adding.clear()
 
-    def _on_add_partitions(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_add_partitions(self, now: float, response: AddPartitionsToTxnResponse, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         txn = self._txn
         if error is not None:
@@ -791,7 +780,7 @@ class TransactionManager:
         )
 
     def _on_add_offsets(
-        self, job: _OffsetsJob, now: float, response: Any, error: BaseException | None
+        self, job: _OffsetsJob, now: float, response: AddOffsetsToTxnResponse, error: BaseException | None
     ) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
@@ -832,7 +821,7 @@ class TransactionManager:
         )
 
     def _on_txn_offset_commit(
-        self, job: _OffsetsJob, now: float, response: Any, error: BaseException | None
+        self, job: _OffsetsJob, now: float, response: TxnOffsetCommitResponse, error: BaseException | None
     ) -> None:
         key = (GROUP_KEY, job.group.group_id)
         if error is not None:
@@ -877,7 +866,7 @@ class TransactionManager:
             committed=self.state is S.COMMITTING_TRANSACTION,
         )
 
-    def _on_end_txn(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_end_txn(self, now: float, response: EndTxnResponse, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
             assert isinstance(response, EndTxnResponse)

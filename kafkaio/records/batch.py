@@ -18,7 +18,7 @@ from kafkaio.records.legacy import LegacyRecordBatch, decode_legacy_batch
 from kafkaio.records.record import Header, Record, RecordTuple
 from kafkaio.records.varint import decode_uvarint
 
-__all__ = ["RecordBatch", "iter_batches"]
+__all__ = ["RecordBatch", "RecordCursor", "iter_batches"]
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -181,6 +181,19 @@ class RecordBatch:
         return self._decode(True)
 
     def _decode(self, as_tuples: bool) -> list[Any]:
+        cursor = self.cursor()
+        out = cursor._take(cursor.remaining, as_tuples)
+        if cursor.error is not None:  # all or nothing
+            raise cursor.error
+        return out
+
+    def cursor(self) -> RecordCursor:
+        """A cursor over the batch's records, decoded a few at a time (``take``).
+
+        Decompresses the batch (bounded by ``max_decompressed_size``) and checks the record
+        count against the decompressed size; records are decoded only as they are taken, so
+        a batch of millions of tiny records costs memory for the records taken, not for all.
+        """
         codec = self.attributes & CODEC_MASK
         try:
             if codec:
@@ -189,20 +202,98 @@ class RecordBatch:
                     memoryview(self.payload)[self.start : self.end],
                     self.max_decompressed_size,
                 )
-                return _decode_records(data, 0, len(data), self, as_tuples)
-            return _decode_records(self.payload, self.start, self.end, self, as_tuples)
+                return RecordCursor(self, data, 0, len(data))
+            return RecordCursor(self, self.payload, self.start, self.end)
         except CorruptRecordError as exc:
             if exc.offset is not None:
                 raise
             raise self.corrupt(str(exc)) from None
-        except IndexError:
-            raise self.corrupt("record data runs past the end of the batch") from None
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
     def __len__(self) -> int:
         return self.record_count
+
+
+class RecordCursor:
+    """Decodes a batch's records a few at a time, from its (decompressed) record bytes.
+
+    ``take(n)`` returns the next ``n`` records (fewer at the end) as tuples, ``take_records``
+    as Record objects; ``remaining`` counts those not taken. Bad data raises
+    CorruptRecordError naming the batch: a take that reaches a bad record returns the good
+    records before it, and the next take raises (``error``). The bytes left over after the
+    last record are checked when it is taken.
+    """
+
+    __slots__ = ("batch", "data", "end", "error", "last_offset", "pos", "remaining")
+
+    batch: RecordBatch
+    data: bytes
+    pos: int
+    end: int
+    remaining: int
+    error: CorruptRecordError | None
+    last_offset: int
+
+    def __init__(self, batch: RecordBatch, data: bytes, pos: int, end: int) -> None:
+        count = batch.record_count
+        if count > (end - pos) // MIN_RECORD_SIZE:
+            raise batch.corrupt(
+                f"record batch claims {count} records, impossible in {end - pos} bytes"
+            )
+        if count <= 0 and pos != end:
+            raise batch.corrupt(f"{end - pos} bytes left over after the last record")
+        self.batch = batch
+        self.data = data
+        self.pos = pos
+        self.end = end
+        self.remaining = count
+        self.error = None
+        self.last_offset = batch.base_offset - 1  # of the last record taken
+
+    def take(self, n: int) -> list[RecordTuple]:
+        """The next ``n`` records (fewer at the end of the batch) as tuples."""
+        return self._take(n, True)
+
+    def take_records(self, n: int) -> list[Record]:
+        """The next ``n`` records (fewer at the end of the batch) as Record objects."""
+        return self._take(n, False)
+
+    def _take(self, n: int, as_tuples: bool) -> list[Any]:
+        error = self.error
+        if error is not None:
+            raise error
+        count = min(n, self.remaining)
+        out: list[Any] = []
+        if count <= 0:
+            return out
+        batch = self.batch
+        try:
+            pos = _decode_records(
+                self.data, self.pos, self.end, count, batch, as_tuples, out, self.last_offset
+            )
+            if count == self.remaining and pos != self.end:
+                raise CorruptRecordError(f"{self.end - pos} bytes left over after the last record")
+        except (CorruptRecordError, IndexError) as exc:
+            if isinstance(exc, IndexError):
+                error = batch.corrupt("record data runs past the end of the batch")
+            elif exc.offset is None:
+                error = batch.corrupt(str(exc))
+            else:
+                error = exc
+            if not out:
+                self.remaining = 0
+                raise error from None
+            # the records before the bad one are good: hand them out, raise on the next take
+            self.error = error
+            self.remaining -= len(out)
+            return out
+        self.pos = pos
+        self.remaining -= count
+        last = out[-1]
+        self.last_offset = last[0] if as_tuples else last.offset
+        return out
 
 
 def iter_batches(
@@ -327,26 +418,29 @@ _NO_HEADERS: Final[tuple[Header, ...]] = ()
 
 
 def _decode_records(
-    data: bytes, pos: int, end: int, batch: RecordBatch, as_tuples: bool
-) -> list[Any]:
-    """Decode ``batch.record_count`` records from ``data[pos:end]``.
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    batch: RecordBatch,
+    as_tuples: bool,
+    out: list[Any],
+    last_offset: int,
+) -> int:
+    """Decode ``count`` records of ``batch`` from ``data[pos:end]`` into ``out``; return the
+    position after the last. Offsets must increase, from above ``last_offset`` (the offset
+    of the record before, or the batch's base offset - 1).
 
-    Returns Record objects, or (offset, timestamp, key, value, headers) tuples if
+    Appends Record objects, or (offset, timestamp, key, value, headers) tuples if
     ``as_tuples``. The hot loop: one- and two-byte varints are decoded inline, the record
     length is checked once against where its fields end, and IndexError from reading past the
     data is turned into CorruptRecordError by the caller.
     """
-    count = batch.record_count
-    if count > (end - pos) // MIN_RECORD_SIZE:
-        raise CorruptRecordError(
-            f"record batch claims {count} records, impossible in {end - pos} bytes"
-        )
     base_offset = batch.base_offset
     first_timestamp = batch.first_timestamp
     max_timestamp = batch.max_timestamp
     log_append_time = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
     zigzag = _ZIGZAG
-    out: list[Any] = []
     for _ in range(count):
         # record length: kept in its zigzag form, compared with the fields' extent below
         size = data[pos]
@@ -388,6 +482,11 @@ def _decode_records(
                 u, pos = decode_uvarint(data, pos)
                 delta = (u >> 1) ^ -(u & 1)
         offset = base_offset + delta
+        if offset <= last_offset:
+            raise CorruptRecordError(
+                f"record offset delta {delta} does not increase (offsets in a batch must)"
+            )
+        last_offset = offset
         # key
         u = data[pos]
         if u < 0x80:
@@ -405,6 +504,10 @@ def _decode_records(
             key = None
         else:
             u = pos + (u >> 1)
+            if u > end:
+                raise CorruptRecordError(
+                    f"record key length {u - pos} runs past the end of the batch"
+                )
             key = data[pos:u]
             pos = u
         # value
@@ -424,29 +527,36 @@ def _decode_records(
             value = None
         else:
             u = pos + (u >> 1)
+            if u > end:
+                raise CorruptRecordError(
+                    f"record value length {u - pos} runs past the end of the batch"
+                )
             value = data[pos:u]
             pos = u
         # headers: almost always none (then Record makes its list on demand, tuples share ())
+        headers: list[Header] | None = None
         if data[pos]:
-            headers, pos = _decode_headers(data, pos, start + (size >> 1))
-            if as_tuples:
-                out.append((offset, timestamp, key, value, headers))
-            else:
-                out.append(Record(offset, timestamp, key, value, headers, batch))
-        elif as_tuples:
-            pos += 1
-            out.append((offset, timestamp, key, value, _NO_HEADERS))
+            record_end = start + (size >> 1)
+            if record_end > end:
+                raise CorruptRecordError(
+                    f"record length {(size >> 1) ^ -(size & 1)} runs past the end of the batch"
+                )
+            headers, pos = _decode_headers(data, pos, record_end)
         else:
             pos += 1
-            out.append(Record(offset, timestamp, key, value, None, batch))
         if (pos - start) << 1 != size:
             raise CorruptRecordError(
                 f"record length {(size >> 1) ^ -(size & 1)} does not match its fields "
                 f"({pos - start} bytes)"
             )
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left over after the last record")
-    return out
+        if pos > end:  # the batch is a slice of a larger buffer: never read past it
+            raise CorruptRecordError("record data runs past the end of the batch")
+        # appended only once checked: `out` holds good records when an error is raised
+        if as_tuples:
+            out.append((offset, timestamp, key, value, _NO_HEADERS if headers is None else headers))
+        else:
+            out.append(Record(offset, timestamp, key, value, headers, batch))
+    return pos
 
 
 def _decode_headers(

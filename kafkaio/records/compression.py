@@ -34,7 +34,8 @@ _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1
 _U32LE = struct.Struct("<I")
 _U64LE = struct.Struct("<Q")
 _I32BE = struct.Struct(">i")
-_ZSTD_CHUNK = 256 * 1024
+# Output step of the streaming decompressors: what a bomb can allocate past max_size.
+_STEP = 256 * 1024
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
 _ZSTD_MAX_BLOCK = 128 * 1024
@@ -159,7 +160,15 @@ def _too_large(max_size: int) -> CorruptRecordError:
 
 
 def _lz4_bound(data: bytes | bytearray | memoryview) -> int:
-    """Upper bound of a single lz4 frame's output from its header, or -1 if it cannot tell."""
+    """Upper bound of a single lz4 frame's output from its block headers, or -1 if it cannot
+    tell (several frames, or a malformed header).
+
+    Each block decodes to at most the frame's block maximum (the decoder enforces it), so
+    blocks x maximum is a true bound. The optional content size field is not trusted: a
+    frame may claim a few bytes and hold a gigabyte (a one-shot decompress would grow its
+    buffer to whatever the blocks produce). A frame whose claim exceeds its blocks' bound
+    gives -1 too, so that no buffer of the claimed size is allocated up front.
+    """
     n = len(data)
     if n < 7 or _U32LE.unpack_from(data, 0)[0] != _LZ4_MAGIC:
         return -1
@@ -168,10 +177,12 @@ def _lz4_bound(data: bytes | bytearray | memoryview) -> int:
     if block_max is None:
         return -1
     pos = 6
-    if flg & 0x08:  # content size present
+    claimed = -1
+    if flg & 0x08:  # content size present: read, checked against the blocks below
         if n < 14:
             return -1
-        return int(_U64LE.unpack_from(data, 6)[0])
+        claimed = int(_U64LE.unpack_from(data, 6)[0])
+        pos += 8
     if flg & 0x01:  # dictionary id
         pos += 4
     pos += 1  # header checksum
@@ -182,7 +193,10 @@ def _lz4_bound(data: bytes | bytearray | memoryview) -> int:
         pos += 4
         if size == 0:
             pos += 4 if flg & 0x04 else 0
-            return blocks * block_max if pos == n else -1  # -1: several frames, walk them slowly
+            if pos != n:
+                return -1  # several frames: walk them slowly
+            bound = blocks * block_max
+            return bound if claimed <= bound else -1
         pos += (size & 0x7FFFFFFF) + block_checksum
         blocks += 1
     return -1
@@ -192,20 +206,22 @@ def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byte
     bound = _lz4_bound(data)
     if 0 <= bound <= max_size:
         out: bytes = lz4.frame.decompress(data)
-        if len(out) > max_size:  # content size field lied
-            raise _too_large(max_size)
         return out
-    # Unknown or large bound: decompress frame by frame, never past max_size.
+    # Unknown or large bound: decompress frame by frame in steps, never past max_size.
     parts: list[bytes] = []
     total = 0
     remaining: bytes | bytearray | memoryview = data
     while len(remaining):
         decompressor = lz4.frame.LZ4FrameDecompressor()
-        chunk = decompressor.decompress(remaining, max_length=max_size - total + 1)
-        total += len(chunk)
-        if total > max_size:
-            raise _too_large(max_size)
-        parts.append(chunk)
+        chunk = decompressor.decompress(remaining, max_length=_STEP)
+        while True:
+            total += len(chunk)
+            if total > max_size:
+                raise _too_large(max_size)
+            parts.append(chunk)
+            if decompressor.eof or decompressor.needs_input:
+                break
+            chunk = decompressor.decompress(b"", max_length=_STEP)
         if not decompressor.eof:
             raise CorruptRecordError("lz4 frame is truncated")
         remaining = decompressor.unused_data or b""
@@ -292,7 +308,7 @@ def _zstd_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byt
     parts = []
     total = 0
     while True:
-        part: bytes = reader.read(min(_ZSTD_CHUNK, max_size - total + 1))
+        part: bytes = reader.read(min(_STEP, max_size - total + 1))
         if not part:
             return b"".join(parts)
         total += len(part)
@@ -342,4 +358,4 @@ def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int) -> byt
         if not decompressor.eof:
             raise CorruptRecordError("gzip stream is truncated")
         remaining = decompressor.unused_data  # concatenated gzip members
-    return b"".join(parts)
+    return parts[0] if len(parts) == 1 else b"".join(parts)

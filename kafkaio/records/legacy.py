@@ -15,7 +15,7 @@ from kafkaio.errors import CorruptRecordError
 from kafkaio.records.compression import Compression, decompress
 from kafkaio.records.record import Record, RecordTuple
 
-__all__ = ["LegacyRecordBatch", "decode_legacy_batch"]
+__all__ = ["LegacyRecordBatch", "ListCursor", "decode_legacy_batch"]
 
 _PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
@@ -28,7 +28,12 @@ _CRC_START = 16  # the CRC covers magic .. end of message
 
 @dataclass(slots=True, eq=False)
 class LegacyRecordBatch:
-    """One top-level magic 0/1 message: a single record, or a compressed wrapper of many."""
+    """One top-level magic 0/1 message: a single record, or a compressed wrapper of many.
+
+    A wrapper's inner messages are decoded as they are taken (``cursor()``), as a v2
+    batch's records are: one wrapper of 64 MiB of tiny messages costs their bytes, not
+    millions of objects at once. ``records()`` decodes them all.
+    """
 
     base_offset: int
     last_offset: int
@@ -40,7 +45,8 @@ class LegacyRecordBatch:
     size_in_bytes: int
     topic: str | None
     partition: int | None
-    decoded: list[Record] = field(default_factory=list, repr=False)
+    decoded: list[Record] = field(default_factory=list, repr=False)  # an uncompressed one
+    inner: _Inner | None = field(default=None, repr=False)  # a compressed wrapper's messages
 
     partition_leader_epoch: int = -1
     producer_id: int = -1
@@ -51,7 +57,7 @@ class LegacyRecordBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.decoded)
+        return self.inner.count if self.inner is not None else len(self.decoded)
 
     @property
     def last_offset_delta(self) -> int:
@@ -71,17 +77,99 @@ class LegacyRecordBatch:
         return 1 if self.magic and self.attributes & _TIMESTAMP_TYPE_MASK else 0
 
     def records(self) -> list[Record]:
-        return list(self.decoded)
+        if self.inner is None:
+            return list(self.decoded)
+        cursor = LegacyCursor(self)
+        return [Record(*row[:4], None, self) for row in cursor.take(cursor.remaining)]
 
     def record_tuples(self) -> list[RecordTuple]:
         """Every record as an ``(offset, timestamp, key, value, headers)`` tuple."""
-        return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in self.decoded]
+        cursor = self.cursor()
+        return cursor.take(cursor.remaining)
+
+    def cursor(self) -> ListCursor | LegacyCursor:
+        """A cursor over the records, as ``RecordBatch.cursor`` gives one."""
+        if self.inner is not None:
+            return LegacyCursor(self)
+        return ListCursor([(r.offset, r.timestamp, r.key, r.value, r.headers) for r in self.decoded])
 
     def __iter__(self) -> Iterator[Record]:
-        return iter(self.decoded)
+        return iter(self.records())
 
     def __len__(self) -> int:
-        return len(self.decoded)
+        return self.record_count
+
+
+@dataclass(slots=True)
+class _Inner:
+    """A compressed wrapper's decompressed message set, checked for framing only."""
+
+    data: bytes
+    count: int
+    delta: int  # added to inner offsets (magic 1: they are relative)
+    wrapper_timestamp: int | None  # LogAppendTime: every record's timestamp
+    verify_crc: bool
+
+
+class ListCursor:
+    """``RecordCursor``'s interface over records decoded already."""
+
+    __slots__ = ("_rows", "_pos")
+
+    def __init__(self, rows: list[RecordTuple]) -> None:
+        self._rows = rows
+        self._pos = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self._rows) - self._pos
+
+    def take(self, n: int) -> list[RecordTuple]:
+        """The next ``n`` records (fewer at the end) as tuples."""
+        start = self._pos
+        self._pos = min(len(self._rows), start + max(n, 0))
+        return self._rows[start : self._pos]
+
+
+class LegacyCursor:
+    """Decodes a compressed wrapper's inner messages a few at a time (``take``)."""
+
+    __slots__ = ("_batch", "_inner", "_pos", "remaining")
+
+    def __init__(self, batch: LegacyRecordBatch) -> None:
+        assert batch.inner is not None
+        self._batch = batch
+        self._inner = batch.inner
+        self._pos = 0
+        self.remaining = batch.inner.count
+
+    def take(self, n: int) -> list[RecordTuple]:
+        """The next ``n`` records (fewer at the end) as tuples; CorruptRecordError (naming
+        the batch) for a message that fails its CRC or does not parse."""
+        inner = self._inner
+        data = inner.data
+        out: list[RecordTuple] = []
+        try:
+            for _ in range(min(n, self.remaining)):
+                message, self._pos = _parse_message(data, self._pos, len(data), inner.verify_crc)
+                stamp = inner.wrapper_timestamp
+                out.append(
+                    (
+                        message.offset + inner.delta,
+                        message.timestamp if stamp is None else stamp,
+                        message.key,
+                        message.value,
+                        [],
+                    )
+                )
+                self.remaining -= 1
+        except CorruptRecordError as exc:
+            self.remaining = 0
+            batch = self._batch
+            raise CorruptRecordError(
+                str(exc), topic=batch.topic, partition=batch.partition, offset=batch.base_offset
+            ) from None
+        return out
 
 
 @dataclass(slots=True)
@@ -133,6 +221,36 @@ def _parse_message(data: bytes, pos: int, end: int, verify_crc: bool) -> tuple[_
     return _Message(offset, crc, magic, attributes, timestamp, key, value), msg_end
 
 
+def _scan_messages(data: bytes) -> tuple[tuple[int, int], tuple[int, int], int]:
+    """Walk a decompressed message set's framing without decoding it: ((offset, timestamp)
+    of the first message, (offset, timestamp) of the last, count). Raises CorruptRecordError
+    for a nested wrapper, bad framing or an empty set (the contents are checked as the
+    messages are taken)."""
+    end = len(data)
+    pos = 0
+    count = 0
+    first = last = (0, -1)
+    while pos < end:
+        if pos + _LOG_OVERHEAD + 6 > end:
+            raise CorruptRecordError("message is truncated")
+        offset, size, _, magic, attributes = _PREFIX.unpack_from(data, pos)
+        if size < 14 or pos + _LOG_OVERHEAD + size > end:
+            raise CorruptRecordError(f"message size {size} is out of bounds")
+        if attributes & _CODEC_MASK:
+            raise CorruptRecordError("compressed message nested inside a compressed wrapper")
+        timestamp = -1
+        if magic == 1 and size >= 14 + 8:
+            (timestamp,) = _TIMESTAMP.unpack_from(data, pos + 18)
+        last = (offset, timestamp)
+        if not count:
+            first = last
+        count += 1
+        pos += _LOG_OVERHEAD + size
+    if not count:
+        raise CorruptRecordError("compressed wrapper message holds no messages")
+    return first, last, count
+
+
 def decode_legacy_batch(
     view: memoryview,
     *,
@@ -167,28 +285,18 @@ def decode_legacy_batch(
         if wrapper.value is None:
             raise CorruptRecordError("compressed wrapper message has no value")
         inner_data = decompress(codec, wrapper.value, max_decompressed_size)
-        inner: list[_Message] = []
-        pos = 0
-        while pos < len(inner_data):
-            message, pos = _parse_message(inner_data, pos, len(inner_data), verify_crc)
-            if message.attributes & _CODEC_MASK:
-                raise CorruptRecordError("compressed message nested inside a compressed wrapper")
-            inner.append(message)
-        if not inner:
-            raise CorruptRecordError("compressed wrapper message holds no messages")
+        first, last, count = _scan_messages(inner_data)
         # Magic 1 wrappers carry relative inner offsets; the wrapper has the last one's.
-        delta = wrapper.offset - inner[-1].offset if wrapper.magic == 1 else 0
+        delta = wrapper.offset - last[0] if wrapper.magic == 1 else 0
         log_append = wrapper.magic == 1 and wrapper.attributes & _TIMESTAMP_TYPE_MASK
-        records = batch.decoded
-        for message in inner:
-            timestamp = wrapper.timestamp if log_append else message.timestamp
-            records.append(
-                Record(message.offset + delta, timestamp, message.key, message.value, None, batch)
-            )
-        batch.base_offset = records[0].offset
-        batch.last_offset = records[-1].offset
-        batch.first_timestamp = records[0].timestamp
-        batch.max_timestamp = max(r.timestamp for r in records)
+        batch.inner = _Inner(
+            inner_data, count, delta, wrapper.timestamp if log_append else None, verify_crc
+        )
+        batch.base_offset = first[0] + delta
+        batch.last_offset = last[0] + delta
+        batch.first_timestamp = wrapper.timestamp if log_append else first[1]
+        # a magic 1 wrapper's timestamp is its messages' largest (or the log append time)
+        batch.max_timestamp = wrapper.timestamp
         return batch
     except CorruptRecordError as exc:
         if exc.topic is not None or exc.partition is not None:

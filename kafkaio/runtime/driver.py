@@ -7,6 +7,7 @@ a response, a failure or an application event wakes it (`wakeup`).
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import math
@@ -16,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import sniffio
 
+from kafkaio.asynclib import asyncio_callback
 from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.net.turns import Turn, Turns
-from kafkaio.runtime.requests import RequestManager, UnsentRequest
+from kafkaio.runtime.requests import ClosingRequestManager, RequestManager, UnsentRequest
 from kafkaio.runtime.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class _IdleSender:
     __slots__ = ("request", "wakeup")
 
     def __init__(self) -> None:
-        self.request: UnsentRequest | None = None
+        self.request: UnsentRequest[Any] | None = None
         self.wakeup = Wakeup()
 
 
@@ -96,11 +97,15 @@ class NetworkDriver:
         self._stopping = False
         self._running = False
         self._fatal: BaseException | None = None
+        # the last connection set-up error retrying cannot fix (credentials refused, a TLS
+        # certificate rejected): the next application call raises it (once)
+        self._setup_error: KafkaError | None = None
+        self._logged_setup_error = ""  # logged at ERROR once, until the cause changes
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
         # requests a loop callback could neither write nor hand to an idle sender task (a
         # task cannot be started from a callback): the loop dispatches them
-        self._deferred: list[UnsentRequest] = []
+        self._deferred: list[UnsentRequest[Any]] = []
         # per node: requests that took the task path and have not reached their connection
         # yet. While there are any, later requests to the node take that path too, behind
         # them: requests reach a broker in the order the managers made them (the producer
@@ -109,12 +114,11 @@ class NetworkDriver:
         self._turn_of: dict[int, Turn] = {}  # id() of a request in a line: its place there
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
+        # the close phase (`close`): managers' poll_on_close instead of poll, until done
+        self._closing = False
+        self._close_done: anyio.Event | None = None
 
     # -- control --------------------------------------------------------------------------
-
-    def add_manager(self, manager: RequestManager) -> None:
-        self._managers.append(manager)
-        self.wakeup()
 
     def wakeup(self) -> None:
         """Make the loop run again now (after an application event or a response)."""
@@ -130,7 +134,14 @@ class NetworkDriver:
         return self._fatal
 
     def check(self) -> None:
-        """Raise if the driver is not running (for application-side calls)."""
+        """Raise if the driver is not running (for application-side calls), or (once) the
+        error that kept it from connecting (SaslAuthenticationFailedError,
+        SslAuthenticationError...): the network task goes on, and the connection is tried
+        again after a backoff when a call needs it, as Java's clients do."""
+        error = self._setup_error
+        if error is not None and self._fatal is None and self._running:
+            self._setup_error = None  # raised once, as Java's clients do: the next call retries
+            raise _copy_error(error)
         if self._fatal is not None:
             raise DriverStoppedError(f"the client's network task failed: {self._fatal!r}") from (
                 self._fatal
@@ -144,6 +155,23 @@ class NetworkDriver:
         self._stopping = True
         self.wakeup()
 
+    async def close(self, timeout_s: float | None) -> None:
+        """The close phase (Java's ``runAtClose``): from now on the loop polls the managers
+        that have last requests to send (ClosingRequestManager.poll_on_close: close fetch
+        sessions, send acknowledgements, leave) instead of polling them as usual, sends what
+        they return, and ends the phase once every one of them is done or after
+        ``timeout_s``. Call `stop` after it."""
+        if not self._running:
+            return
+        if self._close_done is None:
+            self._close_done = anyio.Event()
+        self._closing = True
+        self.wakeup()
+        with anyio.move_on_after(timeout_s) as scope:
+            await self._close_done.wait()
+        if scope.cancelled_caught:
+            log.warning("the close phase did not end within %g s; stopping anyway", timeout_s)
+
     async def wait_for_metadata(self, newer_than: int) -> None:
         """Wait until the metadata snapshot's version is greater than `newer_than`.
 
@@ -153,6 +181,8 @@ class NetworkDriver:
         while self.metadata.version <= newer_than:
             if isinstance(self._fatal, KafkaError):
                 raise self._fatal
+            if self._setup_error is not None:
+                raise _copy_error(self._setup_error)
             self.check()
             await self._metadata_event.wait()
 
@@ -161,6 +191,12 @@ class NetworkDriver:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            from kafkaio.about import current_backend, installation
+
+            log.debug(
+                "network task starting on %s: %s", current_backend(), installation().summary()
+            )
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self._running = True
@@ -198,10 +234,12 @@ class NetworkDriver:
             self._dispatch(request)
         return wait
 
-    def _poll_managers(self) -> tuple[list[UnsentRequest], float]:
+    def _poll_managers(self) -> tuple[list[UnsentRequest[Any]], float]:
         now = now_ms()
+        if self._closing:
+            return self._poll_on_close(now)
         wait = math.inf
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         self._publish_extra_nodes()
         for manager in self._managers:
             result = manager.poll(now)
@@ -209,10 +247,34 @@ class NetworkDriver:
                 requests.extend(result.requests)
             if result.next_poll_ms < wait:
                 wait = result.next_poll_ms
+        # A manager polled after the metadata manager (the application events' processor
+        # handling an assign, a reset missing a leader) may have asked it for a topic or a
+        # refresh: turn again at once rather than sleep on that until something else wakes us.
+        wait = min(wait, self.metadata.time_to_next_update(now))
         self._publish_metadata()
         return requests, max(wait, 0.0)
 
-    def _poll_after_response(self) -> list[UnsentRequest]:
+    def _poll_on_close(self, now: float) -> tuple[list[UnsentRequest[Any]], float]:
+        """A turn of the close phase: the closing managers' last requests."""
+        wait = math.inf
+        requests: list[UnsentRequest[Any]] = []
+        done = True
+        for manager in self._managers:
+            closing = getattr(manager, "inner", manager)  # through a TimedManager
+            if not isinstance(closing, ClosingRequestManager):
+                continue
+            result = closing.poll_on_close(now, self._connected)
+            requests.extend(result.requests)
+            wait = min(wait, result.next_poll_ms)
+            done = done and closing.close_done
+        if done and not requests and self._close_done is not None:
+            self._close_done.set()
+        return requests, max(wait, 0.0)
+
+    def _connected(self, node: int) -> bool:
+        return self.connections.ready(node) is not None
+
+    def _poll_after_response(self) -> list[UnsentRequest[Any]]:
         """Poll the managers right after a handler ran; the requests to send now.
 
         Saves the main loop a wake-up per response: new requests start at once, and the
@@ -248,7 +310,7 @@ class NetworkDriver:
             nodes.update(self._published_extra)
         self.connections.update_nodes(nodes)
 
-    def _dispatch(self, request: UnsentRequest) -> None:
+    def _dispatch(self, request: UnsentRequest[Any]) -> None:
         """Write `request` at once if its connection can take it (`_send_now`); else hand
         it to an idle sender task, or start one (a task per request in flight, kept for
         reuse: starting a task costs more than waking one)."""
@@ -256,7 +318,7 @@ class NetworkDriver:
             self._queue(request)
             self._to_task(request)
 
-    def _queue(self, request: UnsentRequest) -> None:
+    def _queue(self, request: UnsentRequest[Any]) -> None:
         """`request` takes the task path: later requests to its node line up behind it."""
         node_id = request.node_id
         if node_id is not None:
@@ -265,13 +327,13 @@ class NetworkDriver:
                 line = self._lines[node_id] = Turns()
             self._turn_of[id(request)] = line.join()
 
-    async def _wait_turn(self, request: UnsentRequest) -> None:
+    async def _wait_turn(self, request: UnsentRequest[Any]) -> None:
         """Wait until the requests queued before `request` to its node have left the line."""
         node_id = request.node_id
         if node_id is not None:
             await self._lines[node_id].wait(self._turn_of[id(request)])
 
-    def _dequeue(self, request: UnsentRequest) -> None:
+    def _dequeue(self, request: UnsentRequest[Any]) -> None:
         """`request` reached its connection (it is written, or waits for an in-flight
         permit in line), or failed before: the next request to its node may go."""
         node_id = request.node_id
@@ -282,7 +344,7 @@ class NetworkDriver:
         if not line:
             del self._lines[node_id]
 
-    def _to_task(self, request: UnsentRequest) -> None:
+    def _to_task(self, request: UnsentRequest[Any]) -> None:
         if self._idle:
             slot = self._idle.pop()
             slot.request = request
@@ -291,7 +353,7 @@ class NetworkDriver:
         assert self._tg is not None
         self._tg.start_soon(self._sender_task, request)
 
-    def _send_now(self, unsent: UnsentRequest) -> bool:
+    def _send_now(self, unsent: UnsentRequest[Any]) -> bool:
         """The fast path of an established asyncio connection: write `unsent` from this call,
         and run its handler from an event-loop callback once the response is read
         (`_on_response`), so neither waits for a sender task to be scheduled. False when
@@ -317,38 +379,36 @@ class NetworkDriver:
                 functools.partial(self._on_response, unsent),
                 on_read=unsent.handle_on_read,
             )
-        except KafkaError:
+        except Exception:
             return False  # e.g. a field this version cannot carry: the task path reports it
 
     def _on_response(
-        self, unsent: UnsentRequest, response: Any, error: BaseException | None
+        self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None
     ) -> None:
         """A `_send_now` request's outcome (an event-loop callback, outside any task): run its
         handler and send what the managers want next. Dropped once the driver has stopped
         (as a cancelled sender task drops its response)."""
         if not self._running:
             return
-        # anyio finds its backend through sniffio, which finds no task here: say it is
-        # asyncio, so handlers may use anyio (events, the clock) as they do in a task
-        token = sniffio.current_async_library_cvar.set("asyncio")
-        try:
-            self._handle(unsent, response, error)
-            for request in self._poll_after_response():
-                if self._send_now(request):
-                    continue
-                self._queue(request)
-                if self._idle:
-                    self._to_task(request)
-                else:
-                    self._deferred.append(request)
-                    self.wakeup()
-        except Exception as exc:  # a manager bug, raised outside the driver's tasks
-            log.exception("polling the request managers failed; stopping the network task")
-            self._crash(exc)
-        finally:
-            sniffio.current_async_library_cvar.reset(token)
+        # anyio may ask sniffio for its backend, which finds no task here: say it is asyncio,
+        # so handlers may use anyio (events, the clock) as they do in a task
+        with asyncio_callback():
+            try:
+                self._handle(unsent, response, error)
+                for request in self._poll_after_response():
+                    if self._send_now(request):
+                        continue
+                    self._queue(request)
+                    if self._idle:
+                        self._to_task(request)
+                    else:
+                        self._deferred.append(request)
+                        self.wakeup()
+            except Exception as exc:  # a manager bug, raised outside the driver's tasks
+                log.exception("polling the request managers failed; stopping the network task")
+                self._crash(exc)
 
-    async def _sender_task(self, first: UnsentRequest) -> None:
+    async def _sender_task(self, first: UnsentRequest[Any]) -> None:
         """Send requests (and the follow-ups their responses allow) until idle too long."""
         request = first
         while True:
@@ -363,8 +423,8 @@ class NetworkDriver:
                 return
             request = slot.request
 
-    async def _send(self, unsent: UnsentRequest) -> None:
-        request: UnsentRequest | None = unsent
+    async def _send(self, unsent: UnsentRequest[Any]) -> None:
+        request: UnsentRequest[Any] | None = unsent
         while request is not None:
             if not await self._send_one(request):
                 # a failure may come without any wait (no connection): yield before the
@@ -381,7 +441,7 @@ class NetworkDriver:
                 else:
                     self._to_task(follow_up)
 
-    async def _send_one(self, unsent: UnsentRequest) -> bool:
+    async def _send_one(self, unsent: UnsentRequest[Any]) -> bool:
         """Send one request and run its handler; False if it failed."""
         response: Any = None
         error: BaseException | None = None
@@ -397,6 +457,8 @@ class NetworkDriver:
                 if not exc.retriable:
                     self._fail_setup(exc)
                 raise
+            self._setup_error = None  # connected (or connected before): callers may go on
+            self._logged_setup_error = ""
             queued = False
             self._dequeue(unsent)  # no yield from here until it is in the connection's line
             version = self._version(conn, unsent)
@@ -407,6 +469,11 @@ class NetworkDriver:
                 await conn.send_no_response(unsent.request, version=version)
         except KafkaError as exc:
             error = exc
+        except Exception as exc:  # e.g. a value the request's encoding cannot carry
+            error = KafkaError(
+                f"{type(unsent.request).__name__} could not be sent: {type(exc).__name__}: {exc}"
+            )
+            error.__cause__ = exc
         finally:
             if queued:
                 self._dequeue(unsent)
@@ -414,7 +481,7 @@ class NetworkDriver:
         return error is None
 
     @staticmethod
-    def _version(conn: Connection, unsent: UnsentRequest) -> int:
+    def _version(conn: Connection, unsent: UnsentRequest[Any]) -> int:
         """The version to send `unsent` in on `conn` (its cap applied); raises
         UnsupportedVersionError if the cap is below what the broker speaks."""
         version = conn.version_for(type(unsent.request))
@@ -428,7 +495,7 @@ class NetworkDriver:
                 )
         return version
 
-    def _handle(self, unsent: UnsentRequest, response: Any, error: BaseException | None) -> None:
+    def _handle(self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None) -> None:
         """Run `unsent`'s handler; a handler that raises stops the driver."""
         try:
             unsent.handler(now_ms(), response, error)
@@ -443,10 +510,22 @@ class NetworkDriver:
 
     def _fail_setup(self, error: KafkaError) -> None:
         """A connection could not be set up for a reason retrying cannot fix (the brokers
-        refused the credentials, no common SASL mechanism, ...): stop, and make every
-        waiter see ``error`` now rather than time out."""
-        if self._fatal is None:
-            log.error("kafkaio network task stopped: %s", error)
-            self._fatal = error
-        self._stopping = True
+        refused the credentials, a TLS certificate was rejected, ...): application calls
+        raise ``error`` now rather than time out. The network task goes on (connections are
+        retried after the reconnect backoff), so the client works again once the cause is
+        fixed, as Java's clients do."""
+        if str(error) != self._logged_setup_error:
+            self._logged_setup_error = str(error)
+            log.error("kafkaio cannot connect: %s", error)
+        self._setup_error = error
+        event, self._metadata_event = self._metadata_event, anyio.Event()
+        event.set()  # start() waiting for metadata raises it
         self.wakeup()
+
+
+def _copy_error(error: KafkaError) -> KafkaError:
+    """A copy of `error` to raise (each raise gets its own traceback)."""
+    clone = copy.copy(error)
+    clone.__cause__ = error.__cause__
+    clone.__traceback__ = None
+    return clone

@@ -8,19 +8,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-# The driver calls it once, with the time (ms) and either the response or the error.
-CompletionHandler = Callable[[float, Any, "BaseException | None"], None]
+from kafkaio.protocol.api import Request
+
+R = TypeVar("R")
+
+# The driver calls it once, with the time (ms) and either the response or the error. The
+# response is typed as the request's response class (``Request[R]``): it is that object when
+# the error is None, and None otherwise.
+CompletionHandler = Callable[[float, R, "BaseException | None"], None]
 
 
 @dataclass(slots=True)
-class UnsentRequest:
+class UnsentRequest(Generic[R]):
     """One request a manager wants sent.
 
     ``node_id`` None means any broker (the driver picks the least loaded one). ``handler``
-    receives ``(now_ms, response, None)`` or ``(now_ms, None, error)``; a timeout or a lost
-    connection is an error. ``timeout_ms`` None means the connection's request timeout.
+    receives ``(now_ms, response, None)`` or ``(now_ms, None, error)``: the response is the
+    request's response class (an ``XRequest`` is a ``Request[XResponse]``), so strict mypy
+    checks what handlers read of it; a timeout or a lost connection is an error. ``timeout_ms`` None means the connection's request timeout.
     ``max_version`` caps the negotiated API version (e.g. Fetch v12 when a topic has no id,
     OffsetFetch v7 for the single-group layout); None means the highest both sides speak.
     ``handle_on_read`` asks for the handler to run as soon as its response is read, ahead of
@@ -30,8 +37,8 @@ class UnsentRequest:
     """
 
     node_id: int | None
-    request: Any
-    handler: CompletionHandler
+    request: Request[R]
+    handler: CompletionHandler[R]
     timeout_ms: float | None = None
     expect_response: bool = True
     max_version: int | None = None
@@ -43,7 +50,7 @@ class PollResult:
     """The requests to send now, and milliseconds from ``now`` until the next poll is due
     (math.inf: not before a response, a failure or an application event arrives)."""
 
-    requests: list[UnsentRequest] = field(default_factory=list)
+    requests: list[UnsentRequest[Any]] = field(default_factory=list)
     next_poll_ms: float = math.inf
 
 
@@ -52,4 +59,19 @@ class RequestManager(Protocol):
 
     def poll(self, now: float) -> PollResult:
         """Requests to send at ``now`` (milliseconds) and when to be polled again."""
+        ...
+
+
+@runtime_checkable
+class ClosingRequestManager(Protocol):
+    """A request manager with last requests to send when its client closes (Java's
+    ``RequestManager.pollOnClose``): the driver's close phase polls it, instead of `poll`,
+    until ``close_done``. ``connected(node)`` tells whether a connection to ``node`` is open
+    (a close should not open new ones)."""
+
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult: ...
+
+    @property
+    def close_done(self) -> bool:
+        """Nothing more to send or wait for."""
         ...

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkaio.errors import KafkaConfigError
+from kafkaio.serde.base import FieldCodec
 
 ACK_MODES = ("implicit", "explicit")
 
@@ -35,8 +36,9 @@ SHARE_CONSUMER_OPTIONS = frozenset(
 @dataclass(frozen=True, slots=True)
 class ShareConsumerConfig:
     acknowledgement_mode: str = "implicit"
-    key_deserializer: Callable[[bytes | None], Any] | None = None
-    value_deserializer: Callable[[bytes | None], Any] | None = None
+    # plain or async callables (bytes | None -> value), or kafkaio.serde.Deserializer objects
+    key_deserializer: Any = None
+    value_deserializer: Any = None
     max_poll_records: int = 500
     fetch_max_wait_ms: int = 500
     fetch_min_bytes: int = 1
@@ -58,6 +60,9 @@ class ShareConsumerConfig:
                 "(records of a poll are accepted by the next poll) or 'explicit' (acknowledge "
                 "every record yourself)"
             )
+        for name in ("key_deserializer", "value_deserializer"):
+            if getattr(config, name) is not None:
+                FieldCodec(getattr(config, name), name.split("_")[0], deserializer=True)
         for name in (
             "max_poll_records",
             "fetch_min_bytes",

@@ -7,20 +7,17 @@ the application side polls acquired records and acknowledges them.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
 from kafkaio.config import split_connection_options
-from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.consumer.group.coordinator import CoordinatorManager
-from kafkaio.consumer.processor import ApplicationEventProcessor
-from kafkaio.errors import KafkaConfigError, KafkaConnectionError, KafkaError
+from kafkaio.errors import ClientClosedError, KafkaConfigError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
@@ -33,15 +30,31 @@ from kafkaio.metrics import (
 from kafkaio.metrics.connection import ConnectionMetrics
 from kafkaio.metrics.consumer import ShareConsumerMetrics
 from kafkaio.metrics.timing import TimedManager
-from kafkaio.net.manager import ConnectionManager
+from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
+from kafkaio.runtime.shell import (
+    DEFAULT_CLOSE_TIMEOUT_MS,
+    AsyncClient,
+    ClientShell,
+    Lifecycle,
+    close_timeout_ms,
+)
+from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize, located
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
 from kafkaio.share.config import SHARE_CONSUMER_OPTIONS, ShareConsumerConfig
 from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutError
 from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import MemberState, ShareMembershipManager
 from kafkaio.share.record import ShareRecord
+from kafkaio.validate import check_bool, check_topic
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kafkaio.options import ShareConsumerOptions
 
 log = logging.getLogger("kafkaio.share")
 
@@ -53,7 +66,18 @@ class CommitAcknowledgementsEvent(ApplicationEvent[dict[TopicPartition, KafkaErr
     """Send every pending acknowledgement now; completes with {partition: error or None}."""
 
 
-class ShareConsumer:
+@dataclass(slots=True, eq=False)
+class AcknowledgeOnCloseEvent(ApplicationEvent[None]):
+    """close(): stop fetching, send the last acknowledgements and close every share session;
+    completes when the sessions are closed (Java's ShareAcknowledgeOnCloseEvent)."""
+
+
+@dataclass(slots=True, eq=False)
+class LeaveOnCloseEvent(ApplicationEvent[None]):
+    """close(): leave the share group; completes once out (Java's ShareLeaveOnCloseEvent)."""
+
+
+class ShareConsumer(AsyncClient):
     """A member of a share group: records are shared among members, one delivery at a time.
 
     ``async with ShareConsumer("orders", bootstrap_servers=..., group_id="workers") as c:``
@@ -73,19 +97,21 @@ class ShareConsumer:
         bootstrap_servers: str | Sequence[str],
         group_id: str,
         metrics_enabled: bool = True,
-        **options: Any,
+        **options: Unpack[ShareConsumerOptions],
     ) -> None:
         if not topics:
             raise KafkaConfigError("ShareConsumer needs at least one topic to subscribe to")
         if not group_id:
             raise KafkaConfigError("ShareConsumer needs a group_id (the share group's name)")
         options.setdefault("client_id", "kafkaio-share-consumer")
+        check_bool("metrics_enabled", metrics_enabled)
+        parse_bootstrap_servers(bootstrap_servers)  # a wrong value fails here, not in start()
         conn_config, own = split_connection_options(
             options, SHARE_CONSUMER_OPTIONS, "ShareConsumer"
         )
         config = self.config = ShareConsumerConfig.from_options(own)
         self.group_id = group_id
-        self.topics = tuple(sorted(set(topics)))
+        self.topics = tuple(sorted({check_topic(t) for t in topics}))
         self._bootstrap = bootstrap_servers
         self._conn_config = conn_config
         self._explicit = config.acknowledgement_mode == "explicit"
@@ -126,6 +152,8 @@ class ShareConsumer:
             on_records=self._records_arrived,
         )
         self._processor.register(CommitAcknowledgementsEvent, self._on_commit_event)
+        self._processor.register(AcknowledgeOnCloseEvent, self._on_acknowledge_on_close)
+        self._processor.register(LeaveOnCloseEvent, self._on_leave_on_close)
         # metrics (metrics_enabled=False: a null registry)
         self._registry = make_registry(
             conn_config.client_id or "", "share-consumer", metrics_enabled
@@ -140,101 +168,60 @@ class ShareConsumer:
             ),
         )
         self._delivered: list[ShareRecord[Any, Any]] = []  # returned by the last poll
+        self._codecs: dict[str, FieldCodec] = {}  # key/value deserializers, as called
         self._iter: list[ShareRecord[Any, Any]] = []
         self._arrived = anyio.Event()
-        self._driver: NetworkDriver | None = None
-        self._stack: AsyncExitStack | None = None
-        self._connections: ConnectionManager | None = None
-        self._started = False
-        self._closed = False
+        fetcher: RequestManager = self._fetcher
+        if self._registry.enabled:
+            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
+        self._shell = ClientShell(
+            "share consumer",
+            bootstrap_servers,
+            conn_config,
+            metadata=self._metadata,
+            managers=[self._processor, self._coordinator, self._member, fetcher],
+            extra_nodes=self._coordinator.addresses,
+            conn_metrics=self._conn_metrics if self._registry.enabled else None,
+        )
+        self._driver: NetworkDriver | None = None  # the shell's, once started
+        self._closed = False  # no more application calls (set once close() sent the acks)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> ShareConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     async def start(self) -> None:
-        """Start the network task, load metadata and begin joining the share group."""
-        if self._started:
-            raise KafkaError("a ShareConsumer can be started once; make a new one")
-        self._started = True
-        enabled = self._registry.enabled
-        self._connections = ConnectionManager(
-            self._bootstrap, self._conn_config, metrics=self._conn_metrics if enabled else None
-        )
-        fetcher: RequestManager = self._fetcher
-        if enabled:
-            fetcher = TimedManager(self._fetcher, self._m.fetch_latency)
-        self._driver = NetworkDriver(
-            self._connections,
-            self._metadata,
-            [self._processor, self._coordinator, self._member, fetcher],
-            extra_nodes=self._coordinator.addresses,
-            io_wait=self._conn_metrics.io_wait if enabled else None,
-        )
+        """Start the network task, load metadata and begin joining the share group: raises
+        BootstrapError when no broker answers within default_api_timeout_ms. A share
+        consumer starts once."""
+        await self._shell.start(self.config.default_api_timeout_ms)
+        self._driver = self._shell.driver
+        assert self._driver is not None
         self._events.set_wakeup(self._driver.wakeup)
-        self._stack = AsyncExitStack()
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
-        await tg.start(self._driver.run)
-        try:
-            with anyio.move_on_after(self.config.default_api_timeout_ms / 1000.0):
-                await self._driver.wait_for_metadata(0)
-        except KafkaError:  # fatal (e.g. the login was refused): raise it as it is
-            await self._shutdown()
-            raise
-        if self._metadata.version == 0:
-            error = self._metadata.last_error
-            await self._shutdown()
-            raise KafkaConnectionError(
-                f"the share consumer got no metadata from {self._bootstrap} within "
-                f"default_api_timeout_ms ({self.config.default_api_timeout_ms} ms); last "
-                f"error: {error}. Check bootstrap_servers and that the brokers are running"
-            )
         self._member.join()
         self._driver.wakeup()
 
-    async def close(self, timeout: float | None = 30.0) -> None:
-        """Send pending acknowledgements, close the share sessions, leave the group, stop."""
-        if self._closed or not self._started:
-            self._closed = True
-            return
-        self._closed = True
-        driver = self._driver
-        assert driver is not None
-        try:
-            if driver.running:
-                with anyio.move_on_after(timeout):
-                    self._finish_previous_poll(strict=False)
-                    self._iter.clear()
-                    self._fetcher.close()
-                    driver.wakeup()
-                    while not self._fetcher.closed and driver.running:
-                        await anyio.sleep(0.005)
-                    self._member.leave()
-                    driver.wakeup()
-                    while self._member.state is MemberState.LEAVING and driver.running:
-                        await anyio.sleep(0.005)
-                self._report(self._fetcher.drain_outcomes())
-        finally:
-            await self._shutdown()
+    async def close(self, timeout_ms: float | None = None, *, timeout: float | None = None) -> None:
+        """Send pending acknowledgements, close the share sessions and leave the group
+        within ``timeout_ms`` (default 30 s, as Java's), then stop. Safe to call twice, from
+        another task than start() and under a cancel scope. (``timeout`` in seconds is
+        deprecated.)"""
+        limit = close_timeout_ms(timeout_ms, timeout, DEFAULT_CLOSE_TIMEOUT_MS, "ShareConsumer")
 
-    async def _shutdown(self) -> None:
-        if self._driver is not None:
-            self._driver.stop()
-        if self._stack is not None:
-            stack, self._stack = self._stack, None
-            await stack.aclose()
-        if self._connections is not None:
-            await self._connections.close()
+        async def leave() -> None:
+            self._finish_previous_poll(strict=False)
+            self._iter.clear()
+            # acknowledgements first (the sessions close with them), then the group
+            for event in (AcknowledgeOnCloseEvent(math.inf), LeaveOnCloseEvent(math.inf)):
+                self._events.put(event)
+                await event.wait()
+
+        def stop_calls() -> None:
+            self._closed = True
+            if self._driver is not None:
+                self._report(self._fetcher.drain_outcomes())
+
+        if self._shell.state is Lifecycle.NEW:
+            self._closed = True
+        await self._shell.close(limit, leave, stop_calls)
 
     # -- metrics and health ---------------------------------------------------------------------
 
@@ -250,7 +237,7 @@ class ShareConsumer:
     def health(self) -> HealthSnapshot:
         """Connections and share-group membership now (for health endpoints)."""
         now = now_ms()
-        connections = [] if self._connections is None else self._connections.connection_states()
+        connections = self._shell.connection_states()
         group = GroupHealth(
             self.group_id,
             self._member.state.value,
@@ -263,7 +250,7 @@ class ShareConsumer:
         return HealthSnapshot(
             self._conn_config.client_id or "",
             "share-consumer",
-            driver is not None and driver.running and not self._closed,
+            self._shell.running and not self._closed,
             connections,
             group,
             {},
@@ -329,7 +316,7 @@ class ShareConsumer:
             self._raise_background()
             records = self._fetcher.drain(limit, now_ms())
             if records:
-                self._delivered = [self._bind(r) for r in records]
+                self._delivered = [await self._bind(r) for r in records]
                 self._m.records_consumed.record(len(records), now)
                 return list(self._delivered)
             remaining = deadline - anyio.current_time()
@@ -404,23 +391,49 @@ class ShareConsumer:
         return result
 
     def _on_commit_event(self, event: CommitAcknowledgementsEvent, now: float) -> None:
-        self._fetcher.commit(event.complete)
+        def done(outcomes: dict[TopicPartition, KafkaError | None]) -> None:
+            event.complete(outcomes)
+
+        self._fetcher.commit(done)
+
+    def _on_acknowledge_on_close(self, event: AcknowledgeOnCloseEvent, now: float) -> None:
+        fetcher = self._fetcher
+        fetcher.close()
+        self._processor.complete_when(event, lambda: fetcher.closed)
+
+    def _on_leave_on_close(self, event: LeaveOnCloseEvent, now: float) -> None:
+        member = self._member
+        member.leave()
+        self._processor.complete_when(event, lambda: member.state is not MemberState.LEAVING)
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _check(self) -> NetworkDriver:
         if self._closed:
-            raise KafkaError("the share consumer is closed")
-        if self._driver is None:
-            raise KafkaError("the share consumer is not started; use `async with` or start()")
-        self._driver.check()
-        return self._driver
+            raise ClientClosedError("the share consumer is closed; create a new ShareConsumer")
+        return self._shell.check(closing_ok=True)
 
-    def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
-        if self.config.key_deserializer is not None:
-            record.key = self.config.key_deserializer(record.key)
-        if self.config.value_deserializer is not None:
-            record.value = self.config.value_deserializer(record.value)
+    async def _bind(self, record: ShareRecord[Any, Any]) -> ShareRecord[Any, Any]:
+        """Deserialize (deserializers of any shape, awaited here) and attach the acker."""
+        config = self.config
+        for field, deserializer in (
+            ("key", config.key_deserializer),
+            ("value", config.value_deserializer),
+        ):
+            if deserializer is None:
+                continue
+            codec = self._codecs.get(field)
+            if codec is None:
+                codec = self._codecs[field] = FieldCodec(deserializer, field, deserializer=True)
+            data = getattr(record, field)
+            ctx = SerializationContext(
+                record.topic, field, record.partition, record.offset, record.headers
+            )
+            try:
+                value = codec.fn(data) if codec.plain else await deserialize(codec, data, ctx)
+            except Exception as exc:
+                raise located(exc, ctx, "deserializer") from exc
+            setattr(record, field, value)
         record._acknowledger = self.acknowledge
         return record
 

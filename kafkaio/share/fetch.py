@@ -19,8 +19,10 @@ from typing import Any
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import (
     BrokerResponseError,
+    CorruptRecordError,
     InvalidShareSessionEpochError,
     KafkaError,
+    KafkaProtocolError,
     ShareSessionNotFoundError,
     error_for_code,
 )
@@ -36,7 +38,9 @@ from kafkaio.share.protocol import (
     AckTopic,
     FetchTopic,
     ShareAcknowledgeRequestV1,
+    ShareAcknowledgeResponseV1,
     ShareFetchRequestV1,
+    ShareFetchResponseV1,
 )
 from kafkaio.share.record import ShareRecord
 
@@ -48,6 +52,10 @@ DEFAULT_LOCK_TIMEOUT_MS = 30_000.0
 _MAX_EPOCH = 2**31 - 1
 _SESSION_ERRORS = (ShareSessionNotFoundError, InvalidShareSessionEpochError)
 _METADATA_ERRORS = {3, 6, 74, 100, 103}  # unknown topic/partition, not leader, fenced epoch, ids
+#: The most records one ShareFetch response may acquire in a partition (or 10 x max_records
+#: if that is more); a response acquiring more is ignored (reported, and redelivered later).
+MAX_ACQUIRED_RECORDS = 100_000
+_DECODE_CHUNK = 4096  # records decoded at a time
 
 
 @dataclass(slots=True, eq=False)
@@ -199,7 +207,7 @@ class ShareFetchManager:
         if self._closing:
             return self._poll_close(now)
         targets = self._targets()
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         wait = math.inf
         flush_left = False  # a commit's acknowledgements wait for a session's answer
         for node_id in set(targets) | set(self._sessions):
@@ -274,7 +282,7 @@ class ShareFetchManager:
         session: ShareSession,
         wanted: set[TopicPartition],
         ack_tps: list[TopicPartition],
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         topics: dict[uuid.UUID, FetchTopic] = {}
         sent_acks: dict[TopicPartition, tuple[int, ...]] = {}
         if session.epoch == INITIAL_EPOCH:
@@ -310,7 +318,7 @@ class ShareFetchManager:
         session.in_flight = True
         sent_epoch, session_id = session.epoch, session.session_id
 
-        def handler(at: float, response: Any, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareFetchResponseV1, error: BaseException | None) -> None:
             self._on_fetch(
                 at, now, session, session_id, sent_epoch, new_partitions, sent_acks, response, error
             )
@@ -326,7 +334,7 @@ class ShareFetchManager:
 
     def _ack_request(
         self, session: ShareSession, ack_tps: list[TopicPartition], epoch: int
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[Any]:
         topics: dict[uuid.UUID, AckTopic] = {}
         sent_acks: dict[TopicPartition, tuple[int, ...]] = {}
         for tp in ack_tps:
@@ -344,7 +352,7 @@ class ShareFetchManager:
         session.in_flight = True
         session_id = session.session_id
 
-        def handler(at: float, response: Any, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareAcknowledgeResponseV1, error: BaseException | None) -> None:
             self._on_acknowledge(at, session, session_id, epoch, sent_acks, response, error)
 
         return UnsentRequest(session.node_id, request, handler)
@@ -360,7 +368,7 @@ class ShareFetchManager:
         sent_epoch: int,
         new_partitions: set[TopicPartition],
         sent_acks: dict[TopicPartition, tuple[int, ...]],
-        response: Any,
+        response: ShareFetchResponseV1,
         error: BaseException | None,
     ) -> None:
         session.in_flight = False
@@ -416,16 +424,26 @@ class ShareFetchManager:
         if not part.acquired_records:
             return 0
         ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records]
+        acquired = sum(max(last - first + 1, 0) for first, last, _ in ranges)
+        limit = max(MAX_ACQUIRED_RECORDS, 10 * self.config.max_records)
+        if acquired > limit:
+            # a broker acquiring far more than asked for (or a hostile one claiming 2**62
+            # offsets): their locks expire on the broker, which delivers them again
+            self._errors.append(
+                KafkaProtocolError(
+                    f"the broker acquired {acquired} records of {tp} in one ShareFetch "
+                    f"response, more than {limit} (10 x max_records, at least "
+                    f"{MAX_ACQUIRED_RECORDS}); ignored: they are delivered again once their "
+                    "acquisition locks expire"
+                )
+            )
+            return 0
         deadline = now + self.lock_timeout_ms
         found: dict[int, tuple[Any, int]] = {}
+        complete = True  # every record of the acquired ranges was decoded
         if part.records:
-            lo, hi = ranges[0][0], max(r[1] for r in ranges)
-            for batch in iter_batches(part.records, topic=tp.topic, partition=tp.partition):
-                if batch.is_control or batch.last_offset < lo or batch.base_offset > hi:
-                    continue
-                ts_type = batch.timestamp_type
-                for rec in batch.record_tuples():
-                    found[rec[0]] = (rec, ts_type)
+            lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+            complete = self._records_in(tp, part.records, lo, hi, found)
         count = 0
         for first, last, delivery_count in ranges:
             for offset in range(first, last + 1):
@@ -436,8 +454,9 @@ class ShareFetchManager:
                     continue  # a repeat of a delivery this consumer holds
                 hit = found.get(offset)
                 if hit is None:
-                    self.acks.acknowledge_gap(tp, offset)
-                    continue
+                    if complete:  # no record there (compaction): a gap
+                        self.acks.acknowledge_gap(tp, offset)
+                    continue  # else its lock expires and the broker delivers it again
                 (off, timestamp, key, value, headers), ts_type = hit
                 record: ShareRecord[Any, Any] = ShareRecord(
                     tp.topic,
@@ -457,6 +476,38 @@ class ShareFetchManager:
         )
         return count
 
+    def _records_in(
+        self,
+        tp: TopicPartition,
+        records: Any,
+        lo: int,
+        hi: int,
+        found: dict[int, tuple[Any, int]],
+    ) -> bool:
+        """Decode the records of offsets `lo`..`hi` into `found` (offset: (record tuple,
+        timestamp type)), a few thousand at a time and stopping past `hi`; False when the
+        data is corrupt (the error goes to the application, the network task goes on)."""
+        try:
+            for batch in iter_batches(records, topic=tp.topic, partition=tp.partition):
+                if batch.is_control or batch.last_offset < lo or batch.base_offset > hi:
+                    continue
+                ts_type = batch.timestamp_type
+                cursor = batch.cursor()
+                while cursor.remaining:
+                    for rec in cursor.take(_DECODE_CHUNK):
+                        offset = rec[0]
+                        if offset > hi:
+                            break
+                        if offset >= lo:
+                            found[offset] = (rec, ts_type)
+                    else:
+                        continue
+                    break
+        except CorruptRecordError as exc:
+            self._errors.append(exc)
+            return False
+        return True
+
     def _on_acknowledge(
         self,
         now: float,
@@ -464,7 +515,7 @@ class ShareFetchManager:
         session_id: int,
         sent_epoch: int,
         sent_acks: dict[TopicPartition, tuple[int, ...]],
-        response: Any,
+        response: ShareAcknowledgeResponseV1,
         error: BaseException | None,
     ) -> None:
         session.in_flight = False

@@ -13,7 +13,6 @@ import math
 import random
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.consumer.group.coordinator import CoordinatorManager
@@ -28,7 +27,7 @@ from kafkaio.errors import (
     error_for_code,
 )
 from kafkaio.runtime.requests import PollResult, UnsentRequest
-from kafkaio.share.protocol import ShareGroupHeartbeatRequestV1
+from kafkaio.share.protocol import ShareGroupHeartbeatRequestV1, ShareGroupHeartbeatResponseV1
 
 log = logging.getLogger("kafkaio.share")
 
@@ -120,10 +119,6 @@ class ShareMembershipManager:
     def is_leaving(self) -> bool:
         return self.state is MemberState.LEAVING
 
-    @property
-    def in_group(self) -> bool:
-        return self.state is MemberState.STABLE
-
     # -- request manager ------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
@@ -143,7 +138,7 @@ class ShareMembershipManager:
         self._in_flight = True
         epoch = request.member_epoch
 
-        def handler(at: float, response: Any, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareGroupHeartbeatResponseV1, error: BaseException | None) -> None:
             self._on_response(at, epoch, response, error)
 
         return PollResult([UnsentRequest(coordinator.connection_id, request, handler)])
@@ -161,7 +156,7 @@ class ShareMembershipManager:
     # -- responses ------------------------------------------------------------------------------
 
     def _on_response(
-        self, now: float, sent_epoch: int, response: Any, error: BaseException | None
+        self, now: float, sent_epoch: int, response: ShareGroupHeartbeatResponseV1, error: BaseException | None
     ) -> None:
         self._in_flight = False
         if sent_epoch == LEAVE_EPOCH:
@@ -183,7 +178,7 @@ class ShareMembershipManager:
         else:
             self._on_error(now, error)
 
-    def _on_success(self, now: float, response: Any) -> None:
+    def _on_success(self, now: float, response: ShareGroupHeartbeatResponseV1) -> None:
         self._failures = 0
         if self.state is MemberState.LEAVING:
             # leave() was called while this heartbeat was in flight: leave with its id now

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from kafkaio.errors import KafkaProtocolError
 from kafkaio.protocol import messages as m
+from kafkaio.protocol.api import Request
 from kafkaio.protocol.messages import share_acknowledge as _gen_ack
 from kafkaio.protocol.messages import share_fetch as _gen_fetch
 from kafkaio.protocol.messages import share_group_heartbeat as _gen_heartbeat
@@ -132,7 +133,7 @@ def _truncated() -> KafkaProtocolError:
 
 
 @dataclass(slots=True)
-class ShareGroupHeartbeatRequestV1:
+class ShareGroupHeartbeatRequestV1(Request["ShareGroupHeartbeatResponseV1"]):
     """ShareGroupHeartbeat v1: join (epoch 0), heartbeat, or leave (epoch -1)."""
 
     API_KEY: ClassVar[int] = 76
@@ -205,7 +206,7 @@ def _w_ack_topics(topics: list[AckTopic], out: bytearray, *, fetch: bool) -> Non
 
 
 @dataclass(slots=True)
-class ShareAcknowledgeRequestV1:
+class ShareAcknowledgeRequestV1(Request["ShareAcknowledgeResponseV1"]):
     """ShareAcknowledge v1: acknowledgements outside a fetch (epoch -1 also closes)."""
 
     API_KEY: ClassVar[int] = 79
@@ -242,7 +243,7 @@ class FetchTopic:
 
 
 @dataclass(slots=True)
-class ShareFetchRequestV1:
+class ShareFetchRequestV1(Request["ShareFetchResponseV1"]):
     """ShareFetch v1: fetch (acquire) records and piggyback acknowledgements."""
 
     API_KEY: ClassVar[int] = 78

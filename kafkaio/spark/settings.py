@@ -10,7 +10,7 @@ import difflib
 import re
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kafkaio.admin.core import ADMIN_OPTIONS
@@ -18,6 +18,7 @@ from kafkaio.config import CONNECTION_OPTIONS
 from kafkaio.consumer.config import CONSUMER_OPTIONS
 from kafkaio.errors import KafkaConfigError
 from kafkaio.producer.config import PRODUCER_OPTIONS
+from kafkaio.redact import masked, masked_repr
 
 # Options Spark's Kafka source rejects too, with the reason it gives.
 _FORBIDDEN = {
@@ -76,15 +77,19 @@ _RESERVED = frozenset(
 _JAAS_VALUE = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class SslFiles:
-    """PEM files for TLS (Java's PEM truststore/keystore or librdkafka's locations)."""
+    """PEM files for TLS (Java's PEM truststore/keystore or librdkafka's locations).
+    ``repr()`` masks the key password."""
 
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
     key_password: str | None = None
     check_hostname: bool = True
+
+    def __repr__(self) -> str:
+        return masked_repr(self, {f.name: getattr(self, f.name) for f in fields(self)})
 
     def context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ca_file)
@@ -94,13 +99,24 @@ class SslFiles:
         return context
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ClientSettings:
-    """Where the brokers are and how to talk to them, for Admin, Consumer and Producer."""
+    """Where the brokers are and how to talk to them, for Admin, Consumer and Producer.
+    ``repr()`` masks secrets (the SASL password, the key password)."""
 
     bootstrap_servers: str
     options: Mapping[str, Any] = field(default_factory=dict)
     ssl_files: SslFiles | None = None
+
+    def __repr__(self) -> str:
+        return masked_repr(
+            self,
+            {
+                "bootstrap_servers": self.bootstrap_servers,
+                "options": masked(self.options),
+                "ssl_files": self.ssl_files,
+            },
+        )
 
     def _pick(self, names: frozenset[str] | set[str]) -> dict[str, Any]:
         picked = {k: v for k, v in self.options.items() if k in names}

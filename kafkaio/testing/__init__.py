@@ -8,6 +8,7 @@ from __future__ import annotations
 from kafkaio.testing.apache import ApacheKafka
 from kafkaio.testing.broker_info import FEATURES, BrokerInfo
 from kafkaio.testing.errors import BrokerStartError, MockClusterError
+from kafkaio.testing.eventually import eventually
 from kafkaio.testing.mockcluster import MockCluster
 from kafkaio.testing.tansu import TansuBroker
 
@@ -19,4 +20,5 @@ __all__ = [
     "MockCluster",
     "MockClusterError",
     "TansuBroker",
+    "eventually",
 ]

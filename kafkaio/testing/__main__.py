@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from kafkaio.testing.apache import (
     KAFKA_VERSION,
     ApacheKafka,
+    build_class_archive,
     fetch_jars,
     jars_cached,
     unavailable_reason,
@@ -33,6 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--if-possible",
         action="store_true",
         help="when Java 17+ or Maven is missing, say why and exit 0 (the tests then skip)",
+    )
+    fetch.add_argument(
+        "--no-class-archive",
+        action="store_true",
+        help="do not record the broker's class-data-sharing archive (faster starts)",
     )
     spark = commands.add_parser(
         "fetch-spark-kafka",
@@ -56,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         libs = fetch_jars(args.version)
         took = "" if cached else f" (fetched in {time.monotonic() - began:.1f} s)"
         print(f"Apache Kafka {args.version}: {libs}{took}")
+        if not args.no_class_archive:
+            build_class_archive(args.version)
         return 0
     if args.command == "fetch-spark-kafka":
         return _fetch_spark_kafka(args.if_possible)

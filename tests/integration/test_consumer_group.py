@@ -407,3 +407,50 @@ async def test_max_poll_interval_expiry_leaves_and_the_next_poll_rejoins(
             ("assigned", everything),
         ]
         assert sorted(r.value for r in got) == sorted(v for vs in sent.values() for v in vs)
+
+
+class _Counting(RebalanceListener):
+    def __init__(self) -> None:
+        self.revoked: list[set[TopicPartition]] = []
+        self.task: Any = None
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.revoked.append(set(revoked))
+        self.task = anyio.get_current_task().id
+
+
+async def test_unsubscribe_called_without_await_still_leaves_the_group(
+    broker: BrokerInfo, unique_topic: str
+) -> None:
+    """aiokafka's unsubscribe() is not a coroutine: called without await, kafkaio's works
+    too (no "never awaited" warning): the next poll leaves the group in the caller's task,
+    and subscribe() before that says what to do."""
+    import gc
+    import warnings
+
+    await broker.create_topic(unique_topic, 1)
+    everything = {TopicPartition(unique_topic, 0)}
+    listener = _Counting()
+    with anyio.fail_after(60), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a "coroutine ... was never awaited" would fail
+        async with Consumer(
+            bootstrap_servers=broker.bootstrap, group_id=_group(), **GROUP_OPTIONS
+        ) as consumer:
+            consumer.subscribe([unique_topic], listener=listener)
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+            consumer.unsubscribe()  # no await, as with aiokafka
+            gc.collect()
+            with pytest.raises(KafkaError, match="not awaited yet"):
+                consumer.subscribe([unique_topic])
+            assert await consumer.getmany(timeout_ms=100) == {}
+            assert listener.revoked == [everything]
+            assert listener.task == anyio.get_current_task().id
+            assert consumer.assignment() == set() and consumer.subscription() == frozenset()
+            await consumer.unsubscribe()  # awaited: now nothing left to do
+            consumer.subscribe([unique_topic], listener=listener)  # allowed again
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+            consumer.unsubscribe()
+        # close() ran the pending unsubscribe: the listener saw the second revocation
+        assert listener.revoked == [everything, everything]

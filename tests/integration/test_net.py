@@ -448,15 +448,92 @@ def test_unauthenticated_client_is_dropped(tansu_with_authentication: tuple[str,
     run(scenario)
 
 
-@pytest.mark.skip(
-    reason=(
-        "successful SASL needs provisioned credentials: Tansu 0.6.0 with --authentication "
-        "offers SCRAM-SHA-256/512 and OAUTHBEARER but not PLAIN, stores SCRAM credentials only "
-        "through AlterUserScramCredentials, which itself needs an authenticated connection, and "
-        "has no flag to seed users; the librdkafka mock cluster has no SASL. Successful PLAIN, "
-        "SCRAM-SHA-256/512 and OAUTHBEARER exchanges are tested against the fake broker in "
-        "tests/unit/net/test_connection.py"
+def _sasl_user(broker: BrokerInfo) -> tuple[str, str, tuple[str, int]]:
+    """(name, password, address of the SASL_PLAINTEXT listener) of Apache Kafka's test user."""
+    assert broker.apache is not None and broker.apache.sasl_users
+    name, password = next(iter(broker.apache.sasl_users.items()))
+    return name, password, first_address(broker.apache.bootstrap_for("SASL_PLAINTEXT"))
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_login_on_apache_kafka(apache_kafka: BrokerInfo, mechanism: str) -> None:
+    """A provisioned user logs in with each mechanism and is served; a wrong password is
+    refused with the broker's reason and without echoing the password."""
+    name, password, (host, port) = _sasl_user(apache_kafka)
+
+    def config(secret: str) -> ConnectionConfig:
+        return ConnectionConfig(
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mechanism,
+            sasl_plain_username=name,
+            sasl_plain_password=secret,
+            connect_timeout_ms=5000,
+        )
+
+    async def scenario() -> None:
+        conn = await Connection.connect(host, port, config(password))
+        try:
+            response = await conn.send(METADATA_ALL)
+            assert sorted(b.node_id for b in response.brokers) == [1]
+        finally:
+            await conn.close()
+        with pytest.raises(SaslAuthenticationFailedError, match="Authentication failed") as info:
+            await Connection.connect(host, port, config("not-the-password"))
+        assert "not-the-password" not in str(info.value)
+
+    run(scenario)
+
+
+def test_acl_denial_reaches_the_sasl_users_producer(
+    apache_kafka: BrokerInfo, unique_topic: str
+) -> None:
+    """An ACL denying the SASL user WRITE on a topic (created by the super user on the
+    PLAINTEXT listener) fails that user's send with TOPIC_AUTHORIZATION_FAILED at once,
+    not after delivery_timeout_ms; another topic stays writable."""
+    from kafkaio import Producer
+    from kafkaio.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        Admin,
+        ResourceType,
     )
-)
-def test_sasl_success_on_real_broker() -> None:
-    raise AssertionError("skipped")
+    from kafkaio.errors import TopicAuthorizationFailedError
+
+    name, password, _ = _sasl_user(apache_kafka)
+    assert apache_kafka.apache is not None
+    sasl_bootstrap = apache_kafka.apache.bootstrap_for("SASL_PLAINTEXT")
+    denied = AclBinding(
+        ResourceType.TOPIC,
+        unique_topic,
+        f"User:{name}",
+        AclOperation.WRITE,
+        permission_type=AclPermissionType.DENY,
+    )
+
+    async def scenario() -> None:
+        await apache_kafka.create_topic(unique_topic, 1)
+        await apache_kafka.create_topic(unique_topic + "-open", 1)
+        async with Admin(apache_kafka.bootstrap) as admin:
+            assert (await admin.create_acls([denied]))[denied] is None
+        try:
+            async with Producer(
+                sasl_bootstrap,
+                security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="SCRAM-SHA-512",
+                sasl_plain_username=name,
+                sasl_plain_password=password,
+                enable_idempotence=False,
+                delivery_timeout_ms=60_000,
+            ) as producer:
+                sent = await producer.send(unique_topic + "-open", b"allowed", partition=0)
+                assert sent.offset == 0
+                with anyio.fail_after(10):
+                    with pytest.raises(TopicAuthorizationFailedError):
+                        await producer.send(unique_topic, b"denied", partition=0)
+        finally:
+            async with Admin(apache_kafka.bootstrap) as admin:
+                await admin.delete_acls([AclBindingFilter(resource_name=unique_topic)])
+
+    run(scenario)

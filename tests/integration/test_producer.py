@@ -248,7 +248,7 @@ async def test_closing_fails_undelivered_records(
         await producer.send(unique_topic, b"first")
         cluster.set_rtt(-1, 5000)
         futures = [await producer.enqueue(unique_topic, b"x") for _ in range(10)]
-        await producer.close(timeout=0.2)
+        await producer.close(timeout_ms=200)
     for f in futures:
         with pytest.raises(ProducerClosedError, match="closed before"):
             f.result()

@@ -12,7 +12,7 @@ from kafkaio.net import Connection, ConnectionConfig
 from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.protocol import messages as m
 from kafkaio.records import Compression
-from kafkaio.testing import BrokerInfo
+from kafkaio.testing import BrokerInfo, eventually
 from kafkaio.testing.raw import build_batches, fetch_all, produce
 
 pytestmark = pytest.mark.integration
@@ -73,13 +73,17 @@ async def test_create_list_delete_topics(kafka_broker: BrokerInfo, unique_topic:
         assert created[unique_topic].num_partitions in (3, -1)
         again = await admin.create_topics([NewTopic(unique_topic, 3, 1)])
         assert isinstance(again[unique_topic].error, TopicAlreadyExistsError)
-        assert unique_topic in await admin.list_topics()
+        await eventually(
+            admin.list_topics, lambda names: unique_topic in names, what="topic listed"
+        )
         info = (await admin.describe_topics([unique_topic]))[unique_topic]
         assert [p.partition for p in info.partitions] == [0, 1, 2]
         deleted = await admin.delete_topics([unique_topic, unique_topic + "-missing"])
         assert deleted[unique_topic] is None
         assert deleted[unique_topic + "-missing"] is not None
-        assert unique_topic not in await admin.list_topics()
+        await eventually(  # Apache Kafka: the broker's metadata catches up a moment later
+            admin.list_topics, lambda names: unique_topic not in names, what="topic deleted"
+        )
 
 
 @pytest.mark.parametrize("codec", list(Compression), ids=[c.name.lower() for c in Compression])

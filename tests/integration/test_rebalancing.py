@@ -1,6 +1,7 @@
-"""Rebalancing on real brokers: the KIP-848 consumer protocol on the librdkafka mock cluster
-(members joining and leaving with no record lost), cooperative-sticky (KIP-429) on Tansu
-(a join revokes nothing that stays), and groups shared with confluent-kafka."""
+"""Rebalancing on real brokers: the KIP-848 consumer protocol on Apache Kafka and the
+librdkafka mock cluster (members joining and leaving with no record lost),
+cooperative-sticky (KIP-429) on Tansu and Apache Kafka (a join revokes nothing that stays),
+and groups shared with confluent-kafka."""
 
 from __future__ import annotations
 
@@ -54,14 +55,27 @@ async def _produce(bootstrap: str, topic: str, count: int, partitions: int, star
         await producer.stop()
 
 
+@pytest.fixture(params=["mock", "kafka"])
+def consumer_protocol_broker(request: pytest.FixtureRequest) -> BrokerInfo:
+    """A broker running KIP-848 groups: a private librdkafka mock cluster (heartbeats every
+    200 ms), or the session's Apache Kafka (500 ms, its group.consumer.heartbeat.interval.ms
+    in the test configuration)."""
+    if request.param == "mock":
+        broker: BrokerInfo = request.getfixturevalue("isolated_mock_cluster")
+        assert broker.cluster is not None
+        low, high = broker.api_versions[CONSUMER_GROUP_HEARTBEAT]
+        assert low <= 1 <= high, "librdkafka 2.16's mock speaks ConsumerGroupHeartbeat v1"
+        broker.cluster.set_group_consumer_heartbeat_interval_ms(200)
+    else:
+        broker = request.getfixturevalue("apache_kafka")
+    broker.skip_unless("consumer_group_heartbeat")
+    return broker
+
+
 async def test_consumer_protocol_group_loses_nothing_while_members_join_and_leave(
-    isolated_mock_cluster: BrokerInfo, unique_topic: str
+    consumer_protocol_broker: BrokerInfo, unique_topic: str
 ) -> None:
-    broker = isolated_mock_cluster
-    assert broker.cluster is not None
-    low, high = broker.api_versions[CONSUMER_GROUP_HEARTBEAT]
-    assert low <= 1 <= high, "librdkafka 2.16's mock speaks ConsumerGroupHeartbeat v1"
-    broker.cluster.set_group_consumer_heartbeat_interval_ms(200)
+    broker = consumer_protocol_broker
     partitions = 8
     await broker.create_topic(unique_topic, partitions)
     group = _group()
@@ -298,11 +312,9 @@ def _check_split(
 
 
 async def test_consumer_protocol_group_shared_with_confluent_kafka(
-    isolated_mock_cluster: BrokerInfo, unique_topic: str
+    consumer_protocol_broker: BrokerInfo, unique_topic: str
 ) -> None:
-    broker = isolated_mock_cluster
-    assert broker.cluster is not None
-    broker.cluster.set_group_consumer_heartbeat_interval_ms(200)
+    broker = consumer_protocol_broker
     with anyio.fail_after(60):
         mine, ck, got, total = await _shared_group(
             broker,

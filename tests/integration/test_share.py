@@ -1,14 +1,19 @@
-"""Share groups (KIP-932) end to end: ShareConsumer against librdkafka's mock cluster.
+"""Share groups (KIP-932) end to end: ShareConsumer against Apache Kafka and librdkafka's
+mock cluster.
 
-Most tests run a private in-process mock cluster so they can set its share-group knobs
-(auto offset reset, lock duration, manual assignment) through librdkafka's C API.
+Most tests run on both (``share_broker``): a private in-process mock cluster whose
+share-group knobs (auto offset reset, lock duration, manual assignment) are set through
+librdkafka's C API, and the session's Apache Kafka, where the same settings are group
+configs (share.auto.offset.reset, share.record.lock.duration.ms) and its own assignor
+shares a partition among the members. Names are unique per test on Apache Kafka.
 """
 
 from __future__ import annotations
 
 import ctypes
+import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -16,6 +21,7 @@ import anyio
 import pytest
 
 import kafkaio
+from kafkaio.admin import AlterConfigOp, ConfigResource
 from kafkaio.errors import ShareSessionNotFoundError
 from kafkaio.share import (
     AcknowledgeType,
@@ -33,8 +39,18 @@ SHARE_FETCH = 78
 EARLIEST = 1
 
 
+async def _produce_numbered(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    """Records b"0", b"1", ... spread round-robin over the partitions."""
+    async with kafkaio.Producer(bootstrap, linger_ms=5) as producer:
+        for i in range(count):
+            await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
+        await producer.flush()
+
+
 class ShareMock:
     """An in-process mock cluster plus the share-group knobs the shared fixtures lack."""
+
+    name = "mock"
 
     def __init__(self) -> None:
         self.cluster = RdKafkaMockCluster(3)
@@ -48,10 +64,15 @@ class ShareMock:
         fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int], None
         fn(self.cluster._mc, value)
 
-    def set_record_lock_duration(self, ms: int) -> None:
-        self._knob("rd_kafka_mock_sharegroup_set_record_lock_duration", ms)
+    def unique(self, stem: str) -> str:
+        return stem  # a private cluster: fixed names are fine
 
-    def member_ids(self, group: str) -> list[str]:
+    async def prepare_group(self, group: str, *, lock_duration_ms: int | None = None) -> None:
+        """Earliest auto offset reset (set for every group at start), lock duration."""
+        if lock_duration_ms is not None:
+            self._knob("rd_kafka_mock_sharegroup_set_record_lock_duration", lock_duration_ms)
+
+    def member_ids(self, group: str) -> list[str] | None:
         fn = self.cluster._function("rd_kafka_mock_sharegroup_get_member_ids")
         fn.argtypes = [
             ctypes.c_void_p,
@@ -65,9 +86,13 @@ class ShareMock:
         fn(self.cluster._mc, group.encode(), ctypes.byref(ids), ctypes.byref(count))
         return [ids[i].decode() for i in range(count.value)]  # (a few bytes leak: a test)
 
-    def assign_to_all(self, group: str, members: list[str], topic: str, partition: int) -> None:
-        """Give every member the same partition (KIP-932 allows it; the mock's own
-        assignor gives each partition to one member only)."""
+    def assign_to_all(self, group: str, consumers: list[ShareConsumer], topic: str) -> None:
+        """Give every member partition 0 (KIP-932 allows it; the mock's own assignor gives
+        each partition to one member only)."""
+        members = self.member_ids(group)
+        assert sorted(members or []) == sorted(c.member_id for c in consumers)
+        assert members is not None
+        partition = 0
         lib = self._lib
         lib.rd_kafka_topic_partition_list_new.restype = ctypes.c_void_p
         lib.rd_kafka_topic_partition_list_new.argtypes = [ctypes.c_int]
@@ -97,10 +122,43 @@ class ShareMock:
 
     async def produce(self, topic: str, count: int, partitions: int = 1) -> None:
         self.cluster.create_topic(topic, partitions)
-        async with kafkaio.Producer(self.bootstrap, linger_ms=5) as producer:
-            for i in range(count):
-                await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
-            await producer.flush()
+        await _produce_numbered(self.bootstrap, topic, count, partitions)
+
+
+class ShareKafka:
+    """The session's Apache Kafka: the mock's knobs are group configs here."""
+
+    name = "kafka"
+
+    def __init__(self, broker: BrokerInfo) -> None:
+        self.broker = broker
+        self.bootstrap = broker.bootstrap
+
+    def unique(self, stem: str) -> str:
+        return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+    async def prepare_group(self, group: str, *, lock_duration_ms: int | None = None) -> None:
+        """share.auto.offset.reset=earliest (the default, latest, would skip what the test
+        produced first) and the record lock duration, as group configs."""
+        ops = [AlterConfigOp("share.auto.offset.reset", "earliest")]
+        if lock_duration_ms is not None:
+            ops.append(AlterConfigOp("share.record.lock.duration.ms", str(lock_duration_ms)))
+        resource = ConfigResource.group(group)
+        async with kafkaio.Admin(self.bootstrap) as admin:
+            assert await admin.incremental_alter_configs({resource: ops}) == {resource: None}
+
+    def member_ids(self, group: str) -> list[str] | None:
+        return None  # ShareGroupDescribe v1 is not in kafkaio's Admin
+
+    def assign_to_all(self, group: str, consumers: list[ShareConsumer], topic: str) -> None:
+        pass  # Apache Kafka's simple assignor shares the partition among the members
+
+    async def produce(self, topic: str, count: int, partitions: int = 1) -> None:
+        await self.broker.create_topic(topic, partitions)
+        await _produce_numbered(self.bootstrap, topic, count, partitions)
+
+
+ShareBroker = ShareMock | ShareKafka
 
 
 @pytest.fixture
@@ -110,6 +168,31 @@ def share_mock() -> Iterator[ShareMock]:
         yield mock
     finally:
         mock.cluster.destroy()
+
+
+@pytest.fixture(params=["mock", "kafka"])
+async def share_broker(request: pytest.FixtureRequest) -> AsyncIterator[ShareBroker]:
+    """A private mock cluster, or the session's Apache Kafka (skipped when unavailable)."""
+    if request.param == "kafka":
+        broker: BrokerInfo = request.getfixturevalue("apache_kafka")
+        broker.skip_unless("share_groups")
+        yield ShareKafka(broker)
+        return
+    mock = ShareMock()
+    try:
+        yield mock
+    finally:
+        mock.cluster.destroy()
+
+
+async def _topic_and_group(
+    broker: ShareBroker, stem: str, count: int, *, lock_duration_ms: int | None = None
+) -> tuple[str, str]:
+    """A topic holding ``count`` records and a share group ready to read it from the start."""
+    topic, group = broker.unique(stem), broker.unique(f"{stem}-group")
+    await broker.prepare_group(group, lock_duration_ms=lock_duration_ms)
+    await broker.produce(topic, count)
+    return topic, group
 
 
 async def _wait_for_assignment(*consumers: ShareConsumer, size: int = 1) -> None:
@@ -149,9 +232,9 @@ async def test_share_consumer_on_plugin_brokers(
 # -- the private mock cluster ---------------------------------------------------------------
 
 
-async def test_three_consumers_split_one_partition(share_mock: ShareMock) -> None:
+async def test_three_consumers_split_one_partition(share_broker: ShareBroker) -> None:
     total = 10_000
-    await share_mock.produce("jobs", total)
+    topic, group = await _topic_and_group(share_broker, "jobs", total)
     outcomes: list[AckOutcome] = []
     received: dict[str, list[Any]] = {}
     with anyio.fail_after(60):
@@ -159,9 +242,9 @@ async def test_three_consumers_split_one_partition(share_mock: ShareMock) -> Non
             consumers = [
                 await stack.enter_async_context(
                     ShareConsumer(
-                        "jobs",
-                        bootstrap_servers=share_mock.bootstrap,
-                        group_id="workers",
+                        topic,
+                        bootstrap_servers=share_broker.bootstrap,
+                        group_id=group,
                         max_poll_records=100,
                         on_acknowledgement=outcomes.append,
                     )
@@ -170,9 +253,7 @@ async def test_three_consumers_split_one_partition(share_mock: ShareMock) -> Non
             ]
             while any(c.member_epoch <= 0 for c in consumers):
                 await anyio.sleep(0.02)
-            members = share_mock.member_ids("workers")
-            assert sorted(members) == sorted(c.member_id for c in consumers)
-            share_mock.assign_to_all("workers", members, "jobs", 0)
+            share_broker.assign_to_all(group, consumers, topic)
             await _wait_for_assignment(*consumers)
             done = anyio.Event()
 
@@ -201,17 +282,17 @@ async def test_three_consumers_split_one_partition(share_mock: ShareMock) -> Non
     acked = Counter(o for out in outcomes if out.error is None for o in out.offsets)
     assert [out for out in outcomes if out.error is not None] == []
     assert len(acked) == total and set(acked.values()) == {1}, "an ack was lost or repeated"
-    assert share_mock.member_ids("workers") == []
+    assert share_broker.member_ids(group) in ([], None)
 
 
-async def test_release_redelivers_and_reject_does_not(share_mock: ShareMock) -> None:
-    await share_mock.produce("tasks", 20)
+async def test_release_redelivers_and_reject_does_not(share_broker: ShareBroker) -> None:
+    topic, group = await _topic_and_group(share_broker, "tasks", 20)
     seen: list[tuple[int, int]] = []
     with anyio.fail_after(30):
         async with ShareConsumer(
-            "tasks",
-            bootstrap_servers=share_mock.bootstrap,
-            group_id="g",
+            topic,
+            bootstrap_servers=share_broker.bootstrap,
+            group_id=group,
             acknowledgement_mode="explicit",
         ) as consumer:
             while True:
@@ -234,13 +315,15 @@ async def test_release_redelivers_and_reject_does_not(share_mock: ShareMock) -> 
     assert max(d for _, d in seen) == 2
 
 
-async def test_explicit_mode_requires_every_record_acknowledged(share_mock: ShareMock) -> None:
-    await share_mock.produce("strict", 3)
+async def test_explicit_mode_requires_every_record_acknowledged(
+    share_broker: ShareBroker,
+) -> None:
+    topic, group = await _topic_and_group(share_broker, "strict", 3)
     with anyio.fail_after(20):
         async with ShareConsumer(
-            "strict",
-            bootstrap_servers=share_mock.bootstrap,
-            group_id="g",
+            topic,
+            bootstrap_servers=share_broker.bootstrap,
+            group_id=group,
             acknowledgement_mode="explicit",
         ) as consumer:
             batch = await consumer.poll(timeout_ms=3000)
@@ -252,17 +335,18 @@ async def test_explicit_mode_requires_every_record_acknowledged(share_mock: Shar
             with pytest.raises(kafkaio.share.AcknowledgementError, match="already acknowledged"):
                 await batch[2].reject()
             result = await consumer.commit()
-            assert result == {kafkaio.TopicPartition("strict", 0): None}
+            assert result == {kafkaio.TopicPartition(topic, 0): None}
 
 
-async def test_ack_after_lock_expiry_fails_and_record_comes_back(share_mock: ShareMock) -> None:
-    share_mock.set_record_lock_duration(1000)
-    await share_mock.produce("slow", 3)
+async def test_ack_after_lock_expiry_fails_and_record_comes_back(
+    share_broker: ShareBroker,
+) -> None:
+    topic, group = await _topic_and_group(share_broker, "slow", 3, lock_duration_ms=1000)
     with anyio.fail_after(20):
         async with ShareConsumer(
-            "slow",
-            bootstrap_servers=share_mock.bootstrap,
-            group_id="g",
+            topic,
+            bootstrap_servers=share_broker.bootstrap,
+            group_id=group,
             acknowledgement_mode="explicit",
         ) as consumer:
             batch = await consumer.poll(timeout_ms=3000)
@@ -279,7 +363,7 @@ async def test_ack_after_lock_expiry_fails_and_record_comes_back(share_mock: Sha
                 again += batch
             assert sorted(r.offset for r in again) == [0, 1, 2]
             assert all(r.delivery_count >= 2 for r in again)
-            assert await consumer.commit() == {kafkaio.TopicPartition("slow", 0): None}
+            assert await consumer.commit() == {kafkaio.TopicPartition(topic, 0): None}
 
 
 async def test_share_session_lost_resets_epoch_and_redelivers(share_mock: ShareMock) -> None:
@@ -318,18 +402,18 @@ async def test_share_session_lost_resets_epoch_and_redelivers(share_mock: ShareM
     assert set(accepted) == set(range(10)) and set(accepted.values()) == {1}
 
 
-async def test_close_sends_acks_and_leaves(share_mock: ShareMock) -> None:
-    await share_mock.produce("handoff", 30)
+async def test_close_sends_acks_and_leaves(share_broker: ShareBroker) -> None:
+    topic, group = await _topic_and_group(share_broker, "handoff", 30)
     with anyio.fail_after(20):
         async with ShareConsumer(
-            "handoff", bootstrap_servers=share_mock.bootstrap, group_id="g", max_poll_records=10
+            topic, bootstrap_servers=share_broker.bootstrap, group_id=group, max_poll_records=10
         ) as first:
             taken = await first.poll(timeout_ms=3000)
-            assert share_mock.member_ids("g") == [first.member_id]
+            assert share_broker.member_ids(group) in ([first.member_id], None)
         # implicit mode: close accepted what the last poll returned, then left the group
-        assert share_mock.member_ids("g") == []
+        assert share_broker.member_ids(group) in ([], None)
         async with ShareConsumer(
-            "handoff", bootstrap_servers=share_mock.bootstrap, group_id="g"
+            topic, bootstrap_servers=share_broker.bootstrap, group_id=group
         ) as second:
             rest: list[Any] = []
             while len(taken) + len(rest) < 30:
@@ -340,12 +424,14 @@ async def test_close_sends_acks_and_leaves(share_mock: ShareMock) -> None:
     assert sorted(r.offset for r in taken + rest) == list(range(30))
 
 
-async def test_async_for_accepts_only_the_records_it_handed_out(share_mock: ShareMock) -> None:
-    await share_mock.produce("stream", 20)
+async def test_async_for_accepts_only_the_records_it_handed_out(
+    share_broker: ShareBroker,
+) -> None:
+    topic, group = await _topic_and_group(share_broker, "stream", 20)
     with anyio.fail_after(20):
         seen: list[int] = []
         async with ShareConsumer(
-            "stream", bootstrap_servers=share_mock.bootstrap, group_id="g", max_poll_records=10
+            topic, bootstrap_servers=share_broker.bootstrap, group_id=group, max_poll_records=10
         ) as consumer:
             async for record in consumer:
                 seen.append(record.offset)
@@ -353,7 +439,7 @@ async def test_async_for_accepts_only_the_records_it_handed_out(share_mock: Shar
                     break
         # close accepted the 13 handed out; the 7 never seen went back with the session
         async with ShareConsumer(
-            "stream", bootstrap_servers=share_mock.bootstrap, group_id="g"
+            topic, bootstrap_servers=share_broker.bootstrap, group_id=group
         ) as other:
             rest: list[Any] = []
             while len(rest) < 7:
@@ -365,12 +451,12 @@ async def test_async_for_accepts_only_the_records_it_handed_out(share_mock: Shar
 
 
 async def test_poll_after_leaving_async_for_accepts_what_it_handed_out(
-    share_mock: ShareMock,
+    share_broker: ShareBroker,
 ) -> None:
-    await share_mock.produce("mixed", 20)
+    topic, group = await _topic_and_group(share_broker, "mixed", 20)
     with anyio.fail_after(30):
         async with ShareConsumer(
-            "mixed", bootstrap_servers=share_mock.bootstrap, group_id="g", max_poll_records=10
+            topic, bootstrap_servers=share_broker.bootstrap, group_id=group, max_poll_records=10
         ) as consumer:
             seen: list[int] = []
             async for record in consumer:
@@ -384,10 +470,39 @@ async def test_poll_after_leaving_async_for_accepts_what_it_handed_out(
                 more += await consumer.poll(timeout_ms=3000)
             await consumer.commit()
         async with ShareConsumer(
-            "mixed", bootstrap_servers=share_mock.bootstrap, group_id="g"
+            topic, bootstrap_servers=share_broker.bootstrap, group_id=group
         ) as other:
             left = await other.poll(timeout_ms=1500)
     # every record was accepted once (before, the 3 shown by the loop and later polls'
     # records stayed unacknowledged and came back)
     assert sorted(seen + [r.offset for r in rest + more]) == list(range(20))
     assert left == []
+
+
+async def test_async_and_context_deserializers(share_mock: ShareMock) -> None:
+    """Share consumers take the same deserializer shapes as Consumer: async functions and
+    kafkaio.serde.Deserializer objects, awaited in the caller's task."""
+    from kafkaio.serde import Deserializer, SerializationContext
+
+    class Located(Deserializer[str]):
+        async def deserialize(self, data: bytes | None, ctx: SerializationContext) -> str:
+            return f"{ctx.topic}/{ctx.partition}@{ctx.offset}"
+
+    async def tens(data: bytes | None) -> int:
+        assert data is not None
+        return int(data) * 10
+
+    await share_mock.produce("typed", 3)
+    with anyio.fail_after(20):
+        async with ShareConsumer(
+            "typed",
+            bootstrap_servers=share_mock.bootstrap,
+            group_id="typed",
+            key_deserializer=Located(),
+            value_deserializer=tens,
+        ) as consumer:
+            got: list[Any] = []
+            while len(got) < 3:
+                got += await consumer.poll(timeout_ms=1000)
+    assert sorted(r.key for r in got) == ["typed/0@0", "typed/0@1", "typed/0@2"]
+    assert sorted(r.value for r in got) == [0, 10, 20]

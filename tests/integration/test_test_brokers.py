@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from kafkaio.errors import KafkaConfigError
-from kafkaio.testing import BrokerInfo, MockClusterError
+from kafkaio.testing import FEATURES, BrokerInfo, MockClusterError
 from kafkaio.testing._probe import api_versions, parse_bootstrap
 
 pytestmark = pytest.mark.integration
@@ -106,6 +108,13 @@ async def test_broker_info_describes_the_broker(kafka_broker: BrokerInfo) -> Non
     assert "consumer_groups" in kafka_broker.features
     with pytest.raises(KafkaConfigError, match="unknown broker feature 'no_such_feature'"):
         kafka_broker.has("no_such_feature")
+
+
+def test_apache_kafka_has_every_feature_the_suite_asks_for(apache_kafka: BrokerInfo) -> None:
+    missing = {"telemetry", "fault_injection", "multi_broker"}  # no metrics plugin; one node
+    assert apache_kafka.features == FEATURES - missing
+    assert apache_kafka.api_versions[68] == (0, 1)  # ConsumerGroupHeartbeat (KIP-848)
+    assert apache_kafka.api_versions[76] == (1, 1)  # ShareGroupHeartbeat v1 (KIP-932 GA)
 
 
 def test_features_match_what_each_broker_advertises(
@@ -302,3 +311,93 @@ def test_broker_processes_end_when_their_parent_is_killed() -> None:
     for pid in survivors:  # do not leak them when the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert survivors == []
+
+
+# -- Apache Kafka ---------------------------------------------------------------------------
+
+_APACHE_SCRIPT = """
+import sys
+from kafkaio.testing import ApacheKafka
+cluster = ApacheKafka(1).start()
+print(cluster.nodes[1].pid, cluster.directory, flush=True)
+sys.stdin.read()  # until stdin closes (then exit normally) or until killed
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and prctl")
+@pytest.mark.parametrize("end", ["exit", "kill"])
+def test_apache_kafka_ends_with_the_process_that_started_it(
+    apache_kafka: BrokerInfo, end: str
+) -> None:
+    """A script that exits without stop() (atexit) or is killed with SIGKILL (the JVM's
+    parent-death signal) leaves no JVM behind; a normal exit also removes its directory."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_APACHE_SCRIPT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert parent.stdin is not None and parent.stdout is not None
+    try:
+        pid_text, directory = parent.stdout.readline().decode().split()
+        pid = int(pid_text)
+        assert _alive(pid)
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            assert b"kafka.Kafka" in cmdline.read()
+        if end == "exit":
+            parent.stdin.close()
+            assert parent.wait(30) == 0
+        else:
+            parent.kill()
+            parent.wait(10)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    deadline = time.monotonic() + 15
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):  # do not leak it when the assertion fails
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"the broker JVM {pid} outlived its parent ({end})")
+    if end == "exit":
+        assert not os.path.exists(directory)
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_SKIP_PROBE = """
+from kafkaio.testing import BrokerInfo
+
+def test_needs_apache_kafka(apache_kafka: BrokerInfo) -> None:
+    raise AssertionError("must not run without Java or Maven")
+"""
+
+
+@pytest.mark.parametrize("missing", ["java", "maven"])
+def test_apache_kafka_skips_with_the_reason_when_java_or_maven_is_missing(
+    tmp_path: Path, missing: str
+) -> None:
+    """Never a silent pass: without Java (or without Maven and with no cached jars) the
+    Apache Kafka fixtures skip, and the skip says what is missing."""
+    from kafkaio.testing import apache
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    java = apache.find_java()
+    if missing == "maven":
+        assert java is not None
+        (bin_dir / "java").symlink_to(java)  # Java present, Maven absent, empty cache
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env |= {"PATH": str(bin_dir), apache.CACHE_ENV: str(tmp_path / "cache")}
+    (tmp_path / "test_probe.py").write_text(_SKIP_PROBE)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_probe.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert "1 skipped" in output, output
+    expected = "Java not found" if missing == "java" else "Maven (mvn) not found"
+    assert f"Apache Kafka unavailable: {expected}" in output, output

@@ -155,6 +155,7 @@ async def test_truncation_under_a_position_moves_it_back_to_the_divergence(
         epoch = await _truncated_log(broker, tp)
         async with _consumer(broker, reset="latest") as consumer:
             consumer.assign([tp])
+            await consumer._settle()  # the network task applied the assignment
             # a committed offset 25 in epoch `epoch`, which ends at 20 on the leader
             consumer._subscriptions.seek_unvalidated(tp, FetchPosition(25, offset_epoch=epoch))
             records = await _consume(consumer, 20)
@@ -172,6 +173,7 @@ async def test_truncation_without_reset_policy_raises_log_truncation(
         epoch = await _truncated_log(broker, tp)
         async with _consumer(broker, reset="none") as consumer:
             consumer.assign([tp])
+            await consumer._settle()  # the network task applied the assignment
             consumer._subscriptions.seek_unvalidated(tp, FetchPosition(25, offset_epoch=epoch))
             with pytest.raises(LogTruncationError) as caught:
                 while True:
@@ -197,6 +199,7 @@ async def test_epoch_unknown_to_the_leader_resets_per_policy(
         broker.cluster.set_partition_leader(unique_topic, 0, 3)
         async with _consumer(broker, reset="earliest") as consumer:
             consumer.assign([tp])
+            await consumer._settle()  # the network task applied the assignment
             consumer._subscriptions.seek_unvalidated(tp, FetchPosition(5, offset_epoch=epoch + 1))
             records = await _consume(consumer, 10)
             assert consumer._metadata.cluster.leader_epoch(tp) == epoch + 2
@@ -216,6 +219,7 @@ async def test_broker_without_offset_for_leader_epoch_skips_validation(
         broker.cluster.set_apiversion(OFFSET_FOR_LEADER_EPOCH, -1, -1)  # no such API
         async with _consumer(broker, reset="none") as consumer:
             consumer.assign([tp])
+            await consumer._settle()  # the network task applied the assignment
             consumer._subscriptions.seek_unvalidated(tp, FetchPosition(25, offset_epoch=epoch))
             records = await _consume(consumer, 15)
             assert consumer._validation.unsupported_nodes == {3}
@@ -245,6 +249,7 @@ async def test_tansu_consumer_works_without_offset_for_leader_epoch(
             # a position with an epoch other than the leader's must be validated (as a
             # committed one from a broker that keeps epochs would be)
             consumer.seek(tp, 0)  # drops what is buffered
+            await consumer._settle()  # the network task applied the seek
             consumer._subscriptions.seek_unvalidated(tp, FetchPosition(4, offset_epoch=epoch + 1))
             records += await _consume(consumer, 16)
             # validation was tried and skipped: Tansu has no OffsetForLeaderEpoch

@@ -78,7 +78,7 @@ def _as_tuples(recent: list[dict[str, Any]]) -> list[tuple[int, int, str, str]]:
 
 
 def _check_health(body: dict[str, Any], topic: str) -> None:
-    assert body["status"] == "ok"
+    assert body["status"] == "ok" and body["ready"] is True
     consumer = body["consumer"]
     assert consumer["state"] == "running" and consumer["healthy"] is True
     assert consumer["handled"] == COUNT and consumer["handler_errors"] == 0
@@ -120,6 +120,8 @@ def test_fastapi_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
         )
         assert health.status_code == 200
         _check_health(health.json(), unique_topic)
+        ready = client.get("/ready")
+        assert ready.status_code == 200 and ready.json()["ready"] is True
     # shutdown committed the handled records and left the group
     committed, description = anyio.run(_group_state, tansu_broker.bootstrap, group, unique_topic)
     assert committed == {p: COUNT // PARTITIONS for p in range(PARTITIONS)}
@@ -158,6 +160,8 @@ async def test_aiohttp_example(tansu_broker: BrokerInfo, unique_topic: str) -> N
             assert _as_tuples(recent) == _expected_recent(unique_topic)
             assert health.status == 200
             _check_health(body, unique_topic)
+            ready = await client.get("/ready")
+            assert ready.status == 200 and (await ready.json())["ready"] is True
     committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic)
     assert committed == {p: COUNT // PARTITIONS for p in range(PARTITIONS)}
     assert description.members == ()
@@ -172,7 +176,7 @@ async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
             await producer.send(topic, value, partition=0)
 
 
-async def test_runner_logs_handler_errors_and_goes_on(
+async def test_runner_skip_policy_logs_handler_errors_and_goes_on(
     tansu_broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     await tansu_broker.create_topic(unique_topic, 1)
@@ -188,7 +192,7 @@ async def test_runner_logs_handler_errors_and_goes_on(
     consumer = Consumer(bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest")
     caplog.set_level(logging.ERROR, logger="kafkaio.integrations")
     with anyio.fail_after(30):
-        async with ConsumerRunner(consumer, handler) as runner:
+        async with ConsumerRunner(consumer, handler, on_error="skip", retries=0) as runner:
             consumer.assign([TopicPartition(unique_topic, 0)])
             while runner.status().handled + runner.status().handler_errors < len(values):
                 await anyio.sleep(0.02)
@@ -196,7 +200,7 @@ async def test_runner_logs_handler_errors_and_goes_on(
             assert status.state == "running" and status.healthy
         assert runner.state is RunnerState.STOPPED
     assert seen == [b"a", b"b", b"c"]
-    assert (status.handled, status.handler_errors) == (3, 1)
+    assert (status.handled, status.handler_errors, status.skipped) == (3, 1, 1)
     assert status.last_error is not None and "cannot handle this one" in status.last_error
     assert any(
         f"handler failed for {unique_topic}[0] offset 2" in r.getMessage() for r in caplog.records
@@ -210,20 +214,9 @@ async def test_runner_stop_on_error_commits_only_handled_records(
     await _produce(tansu_broker.bootstrap, unique_topic, [b"a", b"b", b"bad", b"c", b"d"])
     group = f"{unique_topic}-group"
     seen: list[bytes] = []
+    handler = _poison_at_bad(seen)
 
-    def handler(record: Any) -> None:
-        if record.value == b"bad":
-            raise ValueError("poison record")
-        seen.append(record.value)
-
-    consumer = Consumer(
-        unique_topic,
-        bootstrap_servers=tansu_broker.bootstrap,
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **GROUP_OPTIONS,
-    )
+    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
         async with ConsumerRunner(consumer, handler, stop_on_error=True) as runner:
             while runner.state is RunnerState.RUNNING:
@@ -237,3 +230,134 @@ async def test_runner_stop_on_error_commits_only_handled_records(
     committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
     assert committed == {0: 2}  # the poison record is read again by the next member
     assert description.members == ()
+
+
+def _poison_at_bad(seen: list[bytes]) -> Callable[[Any], None]:
+    """A handler that keeps values in `seen` and raises for the value b"bad"."""
+
+    def handler(record: Any) -> None:
+        if record.value == b"bad":
+            raise ValueError("poison record")
+        seen.append(record.value)
+
+    return handler
+
+
+def _group_consumer(bootstrap: str, topic: str, group: str) -> Consumer:
+    return Consumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **GROUP_OPTIONS,
+    )
+
+
+async def test_runner_default_retries_then_stops_at_the_record_without_losing_it(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    """The default policy: a failing handler is retried (3 times, with backoff), then the
+    loop stops at the record, which is not committed: the next member reads it again."""
+    from kafkaio.backoff import ExponentialBackoff
+
+    await tansu_broker.create_topic(unique_topic, 1)
+    await _produce(tansu_broker.bootstrap, unique_topic, [b"a", b"flaky", b"bad", b"c"])
+    group = f"{unique_topic}-group"
+    calls: list[bytes] = []
+
+    def handler(record: Any) -> None:
+        calls.append(record.value)
+        if record.value == b"flaky" and calls.count(b"flaky") < 2:
+            raise ConnectionError("downstream busy")  # passes on the retry
+        if record.value == b"bad":
+            raise ValueError("poison record")
+
+    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
+    with anyio.fail_after(30):
+        async with ConsumerRunner(
+            consumer, handler, retry_backoff=ExponentialBackoff(10, 20)
+        ) as runner:
+            while runner.state is RunnerState.RUNNING:
+                await anyio.sleep(0.02)
+            status = runner.status()
+    assert calls == [b"a", b"flaky", b"flaky", b"bad", b"bad", b"bad", b"bad"]
+    assert runner.state is RunnerState.FAILED and not status.healthy
+    assert (status.handled, status.handler_errors, status.retries) == (2, 5, 4)
+    committed, _ = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+    assert committed == {0: 2}  # "bad" (offset 2) is not committed: nothing is lost
+
+
+async def test_runner_dead_letter_policy_sends_the_record_with_its_origin(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    from kafkaio.integrations.runner import DLT_EXCEPTION, DLT_MESSAGE, DLT_OFFSET, DLT_TOPIC
+
+    await tansu_broker.create_topic(unique_topic, 1)
+    dead = f"{unique_topic}-dlt"
+    await tansu_broker.create_topic(dead, 1)
+    async with Producer(tansu_broker.bootstrap) as producer:
+        for value in (b"a", b"bad", b"c"):
+            await producer.send(unique_topic, value, key=b"k-" + value, headers=[("h", b"1")])
+    group = f"{unique_topic}-group"
+    seen: list[bytes] = []
+    handler = _poison_at_bad(seen)
+
+    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
+    with anyio.fail_after(30):
+        async with Producer(tansu_broker.bootstrap) as dlt_producer:
+            async with ConsumerRunner(
+                consumer,
+                handler,
+                on_error="dead_letter",
+                retries=1,
+                retry_backoff=None,
+                dead_letter_topic=dead,
+                dead_letter_producer=dlt_producer,
+            ) as runner:
+                while runner.status().handled < 2:
+                    await anyio.sleep(0.02)
+                status = runner.status()
+    assert seen == [b"a", b"c"] and status.dead_lettered == 1 and status.healthy
+    committed, _ = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+    assert committed == {0: 3}
+    async with Consumer(
+        bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest"
+    ) as reader:
+        reader.assign([TopicPartition(dead, 0)])
+        with anyio.fail_after(20):
+            while not (batch := await reader.getmany(timeout_ms=300)):
+                pass
+    (record,) = batch[TopicPartition(dead, 0)]
+    headers = dict(record.headers)
+    assert (record.key, record.value, headers["h"]) == (b"k-bad", b"bad", b"1")
+    assert headers[DLT_TOPIC] == unique_topic.encode() and headers[DLT_OFFSET] == b"1"
+    assert headers[DLT_EXCEPTION] == b"ValueError" and headers[DLT_MESSAGE] == b"poison record"
+
+
+def test_runner_refuses_a_dead_letter_policy_without_its_topic() -> None:
+    from kafkaio.errors import KafkaConfigError
+
+    consumer = Consumer(bootstrap_servers="127.0.0.1:1")
+    with pytest.raises(KafkaConfigError, match="dead_letter_topic and dead_letter_producer"):
+        ConsumerRunner(consumer, print, on_error="dead_letter")
+    with pytest.raises(KafkaConfigError, match="on_error is 'ignore'"):
+        ConsumerRunner(consumer, print, on_error="ignore")
+
+
+async def test_runner_is_alive_but_not_ready_until_it_has_partitions(
+    tansu_broker: BrokerInfo, unique_topic: str
+) -> None:
+    """Liveness vs readiness: a running loop without partitions (a group member still
+    joining, or nothing assigned yet) is healthy but not ready; its client likewise."""
+    await tansu_broker.create_topic(unique_topic, 1)
+    consumer = Consumer(bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest")
+    with anyio.fail_after(30):
+        async with ConsumerRunner(consumer, print) as runner:
+            status = runner.status()
+            assert status.healthy and not status.ready
+            assert status.as_dict()["ready"] is False
+            assert consumer.health().healthy and not consumer.health().ready
+            consumer.assign([TopicPartition(unique_topic, 0)])
+            assert runner.status().ready and consumer.health().ready
+            assert consumer.health().as_dict()["ready"] is True

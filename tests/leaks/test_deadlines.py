@@ -72,7 +72,7 @@ def test_producer_calls_end_on_their_deadline(call: str) -> None:
         try:
             error = typed_error(await outcome_of(PRODUCER_CALLS[call](producer)))
         finally:
-            await producer.close(timeout=0.5)
+            await producer.close(timeout_ms=500)
         assert isinstance(error, TIMEOUT_ERRORS), error
         assert broker.dropped  # the call reached the broker, which did not answer
 

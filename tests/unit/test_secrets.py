@@ -226,6 +226,31 @@ def test_connection_config_repr_and_dumps_hide_secrets() -> None:
     assert "sasl_plain_password='***'" in repr(plain)
 
 
+def test_spark_settings_reprs_hide_secrets() -> None:
+    # the Spark settings dataclasses' default repr showed the SASL password and the SSL key
+    # password (and Spark logs options objects)
+    from kafkaio.spark.options import SinkOptions, SourceOptions  # noqa: PLC0415
+
+    options = {
+        "kafka.bootstrap.servers": "a:1",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="alice" password="{PASSWORD}";'
+        ),
+        "kafka.ssl.truststore.location": "/ca.pem",
+        "kafka.ssl.key.password": TOKEN,
+        "subscribe": "t",
+        "topic": "t",
+    }
+    for parsed in (SourceOptions.parse(options), SinkOptions.parse(options)):
+        texts = [repr(parsed), str(parsed), repr(parsed.client), repr(parsed.client.ssl_files)]
+        assert_no_secret(texts, type(parsed).__name__)
+        assert "sasl_plain_password': '***'" in repr(parsed) and "key_password='***'" in repr(parsed)
+        assert parsed.client.options["sasl_plain_password"] == PASSWORD  # still usable
+
+
 def test_config_errors_do_not_echo_secrets() -> None:
     """A misspelt or misplaced credential option: the error names the option, not its value."""
     with pytest.raises(KafkaConfigError) as typo:

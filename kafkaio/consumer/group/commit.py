@@ -156,6 +156,10 @@ class CommitManager:
         self._positions_failures = 0
         self._next_positions_ms = -math.inf
         self._errors: list[KafkaError] = []
+        # told {tp: offset} after each successful commit (the consumer's interceptors)
+        self.on_committed: Callable[[dict[TopicPartition, OffsetAndMetadata]], None] | None = (
+            None
+        )
 
     # -- application calls ---------------------------------------------------------------
 
@@ -193,6 +197,18 @@ class CommitManager:
         errors, self._errors = self._errors, []
         return errors
 
+    def poll_on_close(self, now: float, connected: Callable[[int], bool]) -> PollResult:
+        """The consumer is closing: group operations still pending fail (close() already
+        committed what it commits)."""
+        self.fail_pending(
+            KafkaError("the consumer was closed before this group operation completed")
+        )
+        return PollResult()
+
+    @property
+    def close_done(self) -> bool:
+        return True
+
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every unfinished handle (the consumer unsubscribes or closes). The lookup of
         new partitions' committed offsets starts afresh: partitions assigned later get one
@@ -229,7 +245,7 @@ class CommitManager:
         self._maybe_auto_commit(now)
         self._maybe_fetch_positions(now)
         coordinator = self._coordinator.coordinator
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         waits = [math.inf]
         if self.auto_commit and self._next_auto_commit_ms is not None:
             waits.append(self._next_auto_commit_ms)
@@ -261,13 +277,13 @@ class CommitManager:
             if now >= op.deadline_ms:
                 what = "offset commit" if isinstance(op, _Commit) else "committed offset fetch"
                 last = f"; last error: {op.last_error}" if op.last_error is not None else ""
-                op.handle.fail(
-                    KafkaTimeoutError(
-                        f"{what} for group {self.group_id!r} did not complete before its "
-                        f"deadline{last}. Check that the group coordinator is reachable, or "
-                        "allow more time"
-                    )
+                timeout = KafkaTimeoutError(
+                    f"{what} for group {self.group_id!r} did not complete before its "
+                    f"deadline{last}. Check that the group coordinator is reachable, or "
+                    "allow more time"
                 )
+                timeout.__cause__ = op.last_error
+                op.handle.fail(timeout)
         self._commits = [c for c in self._commits if not c.handle.done]
         self._fetches = [f for f in self._fetches if not f.handle.done]
 
@@ -310,7 +326,7 @@ class CommitManager:
 
     def _commit_request(
         self, now: float, commit: _Commit, coordinator: Coordinator
-    ) -> UnsentRequest | None:
+    ) -> UnsentRequest[Any] | None:
         generation = NO_GENERATION
         if self._subscriptions.has_auto_assignment():
             current = None if self._member is None else self._member.generation_if_stable()
@@ -372,7 +388,7 @@ class CommitManager:
             ],
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetCommitResponse, error: BaseException | None) -> None:
             commit.in_flight = False
             if not commit.handle.done:
                 self._on_commit_response(t, commit, response, error)
@@ -424,7 +440,7 @@ class CommitManager:
     def _retry_or_fail(
         self, now: float, commit: _Commit, error: KafkaError, *, retriable: bool
     ) -> None:
-        commit.last_error = error
+        commit.last_error = commit.handle.last_error = error
         commit.attempts += 1
         if retriable and commit.retry:
             # retried until the deadline, where _expire fails it with KafkaTimeoutError
@@ -439,12 +455,14 @@ class CommitManager:
             self._on_auto_commit_done(now, error)
         if error is None:
             commit.handle.complete(commit.offsets)
+            if self.on_committed is not None and commit.offsets:
+                self.on_committed(dict(commit.offsets))
         else:
             commit.handle.fail(error)
 
     # -- OffsetFetch ---------------------------------------------------------------------
 
-    def _fetch_request(self, fetch: _Fetch, coordinator: Coordinator) -> UnsentRequest:
+    def _fetch_request(self, fetch: _Fetch, coordinator: Coordinator) -> UnsentRequest[Any]:
         fetch.in_flight = True
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(fetch.partitions):
@@ -468,7 +486,7 @@ class CommitManager:
             require_stable=self._require_stable,
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetFetchResponse, error: BaseException | None) -> None:
             fetch.in_flight = False
             if not fetch.handle.done:
                 self._on_fetch_response(t, fetch, response, error)
@@ -539,7 +557,7 @@ class CommitManager:
     def _retry_or_fail_fetch(
         self, now: float, fetch: _Fetch, error: KafkaError, *, retriable: bool
     ) -> None:
-        fetch.last_error = error
+        fetch.last_error = fetch.handle.last_error = error
         fetch.attempts += 1
         if retriable:
             fetch.next_attempt_ms = now + self._backoff.delay_ms(fetch.attempts)
@@ -570,15 +588,15 @@ class CommitManager:
     def _on_positions(self, now: float, fetch: _Fetch) -> None:
         self._positions_fetch = None
         handle = fetch.handle
-        if handle.error is not None or handle.result is None:
+        if handle.error is not None or handle.value is None:
             self._positions_failures += 1
-            if handle.error is not None:
+            if isinstance(handle.error, KafkaError):
                 self._errors.append(handle.error)
             self._next_positions_ms = now + self._backoff.delay_ms(self._positions_failures)
             return
         self._positions_failures = 0
         subs = self._subscriptions
-        for tp, committed in handle.result.items():
+        for tp, committed in handle.value.items():
             # the app may have seeked (or the partition gone) while the fetch was in flight
             if (
                 not subs.is_assigned(tp)

@@ -261,6 +261,13 @@ class ConsumerMembershipManager:
 
     # -- calls from the reactor ----------------------------------------------------------
 
+    @property
+    def needs_application_poll(self) -> bool:
+        """Whether the next application poll starts a join (it must not wait)."""
+        return (
+            self._state in (C.UNSUBSCRIBED, C.STALE) and self._subscriptions.has_auto_assignment()
+        )
+
     def on_application_poll(self, now: float) -> None:
         self._poll_deadline_ms = now + self.max_poll_interval_ms
         self._app_polled = True
@@ -326,7 +333,7 @@ class ConsumerMembershipManager:
         if coordinator is not None and self._coordinator.epoch != self._seen_coordinator_epoch:
             self._seen_coordinator_epoch = self._coordinator.epoch
             self._send_full = True
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         if self._state in _HEARTBEATING and now >= self._poll_deadline_ms:
             self._on_poll_timeout(now, coordinator, requests)
         if self._state in (C.ACKNOWLEDGING, C.STABLE) and self._target is not None:
@@ -379,7 +386,7 @@ class ConsumerMembershipManager:
                 out.append(ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id, parts))
         return out
 
-    def _heartbeat_request(self, now: float, coordinator: Coordinator) -> UnsentRequest:
+    def _heartbeat_request(self, now: float, coordinator: Coordinator) -> UnsentRequest[Any]:
         topics = self.group_subscription
         full = self._send_full or self._state is C.JOINING
         names = sorted(topics) if full or topics != self._sent_topics else None
@@ -410,7 +417,7 @@ class ConsumerMembershipManager:
             self._transition(C.STABLE, "acknowledgement sent")
         sent_epoch = self.member_epoch
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: ConsumerGroupHeartbeatResponse, error: BaseException | None) -> None:
             self._heartbeat_in_flight = False
             self._on_heartbeat_response(t, sent_epoch, response, error)
 
@@ -543,7 +550,7 @@ class ConsumerMembershipManager:
             self._join(now, reason)
 
     def _on_poll_timeout(
-        self, now: float, coordinator: Coordinator | None, requests: list[UnsentRequest]
+        self, now: float, coordinator: Coordinator | None, requests: list[UnsentRequest[Any]]
     ) -> None:
         log.warning(
             "group %r: the application did not poll for max_poll_interval_ms (%d ms), so the "
@@ -565,7 +572,7 @@ class ConsumerMembershipManager:
         if held:
             self._emit_revocation(held, lost=True)
 
-    def _leave_request(self, coordinator: Coordinator, *, finish: bool = True) -> UnsentRequest:
+    def _leave_request(self, coordinator: Coordinator, *, finish: bool = True) -> UnsentRequest[Any]:
         epoch = LEAVE_EPOCH if self.group_instance_id is None else LEAVE_STATIC_EPOCH
         request = HeartbeatRequestV1(
             group_id=self.group_id,
@@ -576,7 +583,7 @@ class ConsumerMembershipManager:
         if finish:
             self._leave_in_flight = True
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: ConsumerGroupHeartbeatResponse, error: BaseException | None) -> None:
             if error is not None or (response is not None and response.error_code):
                 what = error if error is not None else error_for_code(response.error_code).name
                 log.info("group %r: leave heartbeat failed: %s", self.group_id, what)

@@ -1,6 +1,8 @@
 """CoordinatorManager: finds and remembers the group coordinator (FindCoordinator, key_type 0).
 
 Sans-I/O: `poll(now)` returns the lookup to send; the other group managers read `coordinator`.
+The request and its answer are kafkaio.metadata.coordinators' (shared with the transactional
+producer and the Admin client).
 """
 
 from __future__ import annotations
@@ -10,16 +12,20 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kafkaio.backoff import ExponentialBackoff
-from kafkaio.errors import BrokerResponseError, KafkaError, error_for_code
-from kafkaio.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from kafkaio.errors import BrokerResponseError, KafkaError
+from kafkaio.metadata.coordinators import (
+    CoordinatorAddress,
+    CoordinatorType,
+    lookup_request,
+    parse_lookup,
+)
+from kafkaio.protocol.messages import FindCoordinatorResponse
 from kafkaio.runtime.requests import PollResult, UnsentRequest
 
 log = logging.getLogger("kafkaio.consumer.group")
 
-GROUP_KEY_TYPE = 0
 _MAX_INT32 = 2**31 - 1
 
 
@@ -130,12 +136,10 @@ class CoordinatorManager:
         if now < self._next_lookup_ms:
             return PollResult(next_poll_ms=self._next_lookup_ms - now)
         self._in_flight = True
-        request = FindCoordinatorRequest(
-            key=self.group_id, key_type=GROUP_KEY_TYPE, coordinator_keys=[self.group_id]
-        )
+        request = lookup_request(CoordinatorType.GROUP, [self.group_id])
         return PollResult([UnsentRequest(None, request, self._on_response)])
 
-    def _on_response(self, now: float, response: Any, error: BaseException | None) -> None:
+    def _on_response(self, now: float, response: FindCoordinatorResponse, error: BaseException | None) -> None:
         self._in_flight = False
         if error is None:
             error = self._apply(now, response)
@@ -152,25 +156,10 @@ class CoordinatorManager:
         log.debug("group %r: coordinator lookup failed: %r", self.group_id, error)
 
     def _apply(self, now: float, response: FindCoordinatorResponse) -> KafkaError | None:
-        if response.coordinators:  # v4+: one entry per requested key
-            entry = next((c for c in response.coordinators if c.key == self.group_id), None)
-            if entry is None:
-                return KafkaError(
-                    f"the FindCoordinator response has no entry for group {self.group_id!r}; "
-                    "the broker answered a different request. Retrying"
-                )
-            code, message = entry.error_code, entry.error_message
-            node_id, host, port = entry.node_id, entry.host, entry.port
-        else:
-            code, message = response.error_code, response.error_message
-            node_id, host, port = response.node_id, response.host, response.port
-        if code:
-            return error_for_code(code)(message, group_id=self.group_id)
-        if node_id < 0 or not host:
-            return KafkaError(
-                f"FindCoordinator for group {self.group_id!r} returned no coordinator "
-                f"(node {node_id}, host {host!r}); retrying"
-            )
+        found = parse_lookup(response, CoordinatorType.GROUP, [self.group_id])[self.group_id]
+        if not isinstance(found, CoordinatorAddress):
+            return found
+        node_id, host, port = found.node_id, found.host, found.port
         self._coordinator = Coordinator.of(node_id, host, port, separate_connection=self._separate)
         self.epoch += 1
         log.info("group %r: coordinator is node %d (%s:%d)", self.group_id, node_id, host, port)

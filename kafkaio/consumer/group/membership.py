@@ -334,6 +334,11 @@ class ClassicMembershipManager:
 
     # -- calls from the reactor ----------------------------------------------------------
 
+    @property
+    def needs_application_poll(self) -> bool:
+        """Whether the next application poll starts a (re)join (it must not wait)."""
+        return self._state is S.UNJOINED and self._subscriptions.has_auto_assignment()
+
     def on_application_poll(self, now: float) -> None:
         """The application polled: restart the max-poll-interval clock, and (re)join if the
         member is out of the group (first poll, or after the interval expired)."""
@@ -408,7 +413,7 @@ class ClassicMembershipManager:
     def poll(self, now: float) -> PollResult:
         if self._state is S.FATAL:
             return PollResult()
-        requests: list[UnsentRequest] = []
+        requests: list[UnsentRequest[Any]] = []
         coordinator = self._coordinator.coordinator
         if coordinator is not None and self._coordinator.epoch != self._seen_coordinator_epoch:
             self._seen_coordinator_epoch = self._coordinator.epoch
@@ -426,7 +431,7 @@ class ClassicMembershipManager:
         return PollResult(requests, self._next_poll_ms(now))
 
     def _check_timers(
-        self, now: float, coordinator: Coordinator | None, requests: list[UnsentRequest]
+        self, now: float, coordinator: Coordinator | None, requests: list[UnsentRequest[Any]]
     ) -> None:
         if self._state not in _IN_GROUP:
             return
@@ -450,7 +455,7 @@ class ClassicMembershipManager:
                 self._start_rejoin(now, self._rejoin_reason or "subscribed")
 
     def _send_due(
-        self, now: float, coordinator: Coordinator, requests: list[UnsentRequest]
+        self, now: float, coordinator: Coordinator, requests: list[UnsentRequest[Any]]
     ) -> None:
         state = self._state
         if (
@@ -562,7 +567,7 @@ class ClassicMembershipManager:
             )
 
     def _on_poll_timeout(
-        self, now: float, coordinator: Coordinator | None, requests: list[UnsentRequest]
+        self, now: float, coordinator: Coordinator | None, requests: list[UnsentRequest[Any]]
     ) -> None:
         log.warning(
             "group %r: the application did not poll for max_poll_interval_ms (%d ms), so the "
@@ -615,7 +620,7 @@ class ClassicMembershipManager:
         )
         return encode_subscription(sub)
 
-    def _join_request(self, now: float, coordinator: Coordinator) -> UnsentRequest:
+    def _join_request(self, now: float, coordinator: Coordinator) -> UnsentRequest[Any]:
         self._join_in_flight = True
         round_ = self._round
         topics = self._subscriptions.subscription()
@@ -638,7 +643,7 @@ class ClassicMembershipManager:
         )
         log.info("group %r: joining (%s)", self.group_id, self._rejoin_reason)
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: JoinGroupResponse, error: BaseException | None) -> None:
             if round_ == self._round and self._state is S.JOINING:
                 self._join_in_flight = False
                 self._on_join_response(t, response, error)
@@ -778,12 +783,12 @@ class ClassicMembershipManager:
 
     # -- SyncGroup -----------------------------------------------------------------------
 
-    def _sync_request(self, coordinator: Coordinator) -> UnsentRequest:
+    def _sync_request(self, coordinator: Coordinator) -> UnsentRequest[Any]:
         assert self._pending_sync is not None
         self._sync_in_flight = True
         round_ = self._round
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: SyncGroupResponse, error: BaseException | None) -> None:
             if round_ == self._round and self._state is S.AWAITING_SYNC:
                 self._sync_in_flight = False
                 self._on_sync_response(t, response, error)
@@ -887,7 +892,7 @@ class ClassicMembershipManager:
 
     # -- Heartbeat -----------------------------------------------------------------------
 
-    def _heartbeat_request(self, now: float, coordinator: Coordinator) -> UnsentRequest:
+    def _heartbeat_request(self, now: float, coordinator: Coordinator) -> UnsentRequest[Any]:
         self._hb.sent(now)
         sent = self.generation
         request = HeartbeatRequest(
@@ -897,7 +902,7 @@ class ClassicMembershipManager:
             group_instance_id=self.group_instance_id,
         )
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: HeartbeatResponse, error: BaseException | None) -> None:
             self._on_heartbeat_response(t, sent, response, error)
 
         return UnsentRequest(coordinator.connection_id, request, handler)
@@ -938,7 +943,7 @@ class ClassicMembershipManager:
 
     # -- LeaveGroup ----------------------------------------------------------------------
 
-    def _leave_request(self, coordinator: Coordinator, *, finish: bool) -> UnsentRequest:
+    def _leave_request(self, coordinator: Coordinator, *, finish: bool) -> UnsentRequest[Any]:
         member_id = self.generation.member_id
         reason = _reason(self._leave_reason)
         request = LeaveGroupRequest(
@@ -950,7 +955,7 @@ class ClassicMembershipManager:
         if finish:
             self._leave_in_flight = True
 
-        def handler(t: float, response: Any, error: BaseException | None) -> None:
+        def handler(t: float, response: LeaveGroupResponse, error: BaseException | None) -> None:
             self._on_leave_response(t, response, error, finish)
 
         return UnsentRequest(coordinator.connection_id, request, handler)

@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>b')
 _S1 = _struct.Struct('>bi')
@@ -27,7 +28,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class AlterUserScramCredentialsRequest:
+class AlterUserScramCredentialsRequest(Request['AlterUserScramCredentialsResponse']):
     """Kafka AlterUserScramCredentialsRequest (api key 51)."""
 
     API_KEY: ClassVar[int] = 51

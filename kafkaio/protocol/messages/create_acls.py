@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>b')
 _S1 = _struct.Struct('>bb')
@@ -27,7 +28,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class CreateAclsRequest:
+class CreateAclsRequest(Request['CreateAclsResponse']):
     """Kafka CreateAclsRequest (api key 30)."""
 
     API_KEY: ClassVar[int] = 30

@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>?')
 _S1 = _struct.Struct('>?b')
@@ -28,7 +29,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class DescribeClusterRequest:
+class DescribeClusterRequest(Request['DescribeClusterResponse']):
     """Kafka DescribeClusterRequest (api key 60)."""
 
     API_KEY: ClassVar[int] = 60

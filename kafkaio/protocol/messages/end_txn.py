@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>qh?')
 _S1 = _struct.Struct('>ih')
@@ -26,7 +27,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class EndTxnRequest:
+class EndTxnRequest(Request['EndTxnResponse']):
     """Kafka EndTxnRequest (api key 26)."""
 
     API_KEY: ClassVar[int] = 26

@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>ii')
@@ -28,7 +29,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class JoinGroupRequest:
+class JoinGroupRequest(Request['JoinGroupResponse']):
     """Kafka JoinGroupRequest (api key 11)."""
 
     API_KEY: ClassVar[int] = 11

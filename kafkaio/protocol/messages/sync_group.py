@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
@@ -26,7 +27,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class SyncGroupRequest:
+class SyncGroupRequest(Request['SyncGroupResponse']):
     """Kafka SyncGroupRequest (api key 14)."""
 
     API_KEY: ClassVar[int] = 14

@@ -16,6 +16,7 @@ from kafkaio.protocol._codec import (
     _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
+from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>qh')
 _S1 = _struct.Struct('>iq')
@@ -29,7 +30,7 @@ _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = 
 
 
 @dataclass(slots=True)
-class TxnOffsetCommitRequest:
+class TxnOffsetCommitRequest(Request['TxnOffsetCommitResponse']):
     """Kafka TxnOffsetCommitRequest (api key 28)."""
 
     API_KEY: ClassVar[int] = 28

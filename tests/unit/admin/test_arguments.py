@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kafkaio.admin import NewTopic
-from kafkaio.errors import KafkaConfigError
+from kafkaio.errors import InvalidTopicError, KafkaConfigError
 from kafkaio.metadata.cluster import TopicPartition as TP
 from kafkaio.protocol import messages as m
 from tests.unit.admin.fake import FakeCluster, admin_on
@@ -77,3 +77,13 @@ async def test_alter_group_offsets_refuses_negative_offsets() -> None:
     with pytest.raises(KafkaConfigError, match="offset -5 for"):
         await admin_on(cluster).alter_group_offsets("g", {TP("t", 0): 3, TP("t", 1): -5})
     assert cluster.sent == []
+
+
+@pytest.mark.parametrize("name", ["", ".", "a/b", "x" * 250])
+async def test_create_topics_refuses_an_illegal_name_before_sending(name: str) -> None:
+    # NewTopic("", 1, 1) was sent, and Tansu created a topic named ""
+    cluster = FakeCluster(handler)
+    admin = admin_on(cluster)
+    with pytest.raises(InvalidTopicError, match="is illegal"):
+        await admin.create_topics([NewTopic("ok", 1, 1), NewTopic(name, 1, 1)])
+    assert cluster.requests("CreateTopicsRequest") == []

@@ -13,7 +13,13 @@ import pytest
 from kafkaio.cli import main
 from kafkaio.cli.output import record_formatter
 from kafkaio.cli.produce import check_partitions, parse_headers, parse_lines
-from kafkaio.cli.settings import BOOTSTRAP_ENV, client_options, read_properties, resolve_bootstrap
+from kafkaio.cli.settings import (
+    BOOTSTRAP_ENV,
+    client_options,
+    read_properties,
+    resolve_bootstrap,
+    ssl_context,
+)
 from kafkaio.consumer import ConsumerRecord
 from kafkaio.errors import KafkaConfigError
 
@@ -154,6 +160,43 @@ def test_properties_file_and_tls(tmp_path: Path) -> None:
     assert tls["security_protocol"] == "SSL" and tls["ssl_context"].check_hostname is False
 
 
+def test_properties_use_java_separators_and_errors_never_show_a_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "sasl.plain.password: S3CRET" (a valid Java separator) was refused and echoed verbatim
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "security.protocol: SASL_SSL\nsasl.mechanism PLAIN\nsasl.plain.username = alice\n"
+        "sasl.plain.password: S3CRET\n"
+    )
+    assert client_options(read_properties(str(path)))["sasl_plain_password"] == "S3CRET"
+    path.write_text("sasl.plain.passwrod: S3CRET\n")  # a misspelt key: named, value not shown
+    assert main(["-b", "x:1", "--config", str(path), "topics", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "sasl_plain_passwrod" in err and "S3CRET" not in err
+    path.write_text("sasl.plain.password=S3CRET \\\n  continued\n")
+    with pytest.raises(KafkaConfigError, match="continuation") as info:
+        read_properties(str(path))
+    assert "S3CRET" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["on", "enabled", "y", "TRUE", "maybe", ""])
+def test_ssl_check_hostname_is_a_strict_boolean(value: str) -> None:
+    # "on", "enabled" or "y" turned hostname verification off: only 1/true/yes kept it on
+    import certifi  # noqa: PLC0415
+
+    props = {"ssl_cafile": certifi.where(), "ssl_check_hostname": value}
+    if value.lower() in ("on", "true"):
+        options = client_options(props)
+        assert options["ssl_check_hostname"] is True
+        assert options["ssl_context"].check_hostname is True
+        return
+    with pytest.raises(KafkaConfigError, match="ssl_check_hostname must be true or false"):
+        client_options(props)
+    with pytest.raises(KafkaConfigError, match="ssl_check_hostname must be true or false"):
+        ssl_context(props)
+
+
 def test_bootstrap_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BOOTSTRAP_ENV, "env:1")
     assert resolve_bootstrap(None) == "env:1"
@@ -198,3 +241,46 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for command in ("produce", "consume", "topics", "groups", "cluster", "broker", "bench"):
         assert command in out
+
+
+def test_kcat_offsets_and_dash_x_settings_parse() -> None:
+    import argparse
+
+    from kafkaio.cli.consume import Start, parse_offset
+    from kafkaio.cli.settings import split_settings
+
+    assert parse_offset("beginning") == Start("beginning")
+    assert parse_offset("END") == Start("end")
+    assert parse_offset("stored") == Start("stored")
+    assert parse_offset("42") == Start("offset", 42)
+    assert parse_offset("-3") == Start("relative", -3)
+    assert parse_offset("s@1700000000000") == Start("timestamp", 1700000000000)
+    for bad in ("s@x", "yesterday", "e@5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_offset(bad)
+    connection, own = split_settings(
+        ["linger.ms=20", "client.id=x", "enable-idempotence=false", "acks=all", "ratio=0.5",
+         "ssl_context=none"]
+    )
+    assert connection == {"client_id": "x", "ssl_context": None}
+    assert own == {"linger_ms": 20, "enable_idempotence": False, "acks": "all", "ratio": 0.5}
+    with pytest.raises(KafkaConfigError, match="expected KEY=VALUE"):
+        split_settings(["linger.ms"])
+
+
+def test_json_input_base64_values_are_the_bytes_they_encode() -> None:
+    line = json.dumps(
+        {
+            "key": {"base64": base64.b64encode(b"\xff\x00").decode()},
+            "value": {"base64": base64.b64encode(b"\x80bin").decode()},
+            "headers": [["h", {"base64": base64.b64encode(b"\xfe").decode()}], ["t", "ok"]],
+        }
+    ).encode()
+    (record,) = parse_lines(line + b"\n", fmt="json", key_separator=None, headers=[])
+    assert (record.key, record.value) == (b"\xff\x00", b"\x80bin")
+    assert record.headers == [("h", b"\xfe"), ("t", b"ok")]
+    (other,) = parse_lines(b'{"value": {"base64": "x", "more": 1}}\n', fmt="json",
+                           key_separator=None, headers=[])
+    assert json.loads(other.value or b"") == {"base64": "x", "more": 1}  # not the bytes form
+    with pytest.raises(KafkaConfigError, match="not valid base64"):
+        parse_lines(b'{"value": {"base64": "%%%"}}\n', fmt="json", key_separator=None, headers=[])

@@ -9,7 +9,7 @@ import io
 from typing import Any, cast
 
 from kafkaio.cli.app import Context
-from kafkaio.cli.consume import Session
+from kafkaio.cli.consume import Session, parse_offset
 from kafkaio.cli.output import record_formatter
 from kafkaio.consumer import Consumer, ConsumerRecord, OffsetAndTimestamp
 from kafkaio.errors import KafkaTimeoutError
@@ -98,7 +98,16 @@ class FakeConsumer:
 
 
 def _session(fake: FakeConsumer, **options: Any) -> tuple[Session, io.StringIO]:
-    defaults = {"count": None, "exit": False, "group": None, "offset": None, "timestamp": None}
+    defaults = {
+        "count": None,
+        "exit": False,
+        "group": None,
+        "offset": None,
+        "timestamp": None,
+        "from_beginning": False,
+    }
+    if isinstance(options.get("offset"), int):  # -o N, as argparse parses it
+        options["offset"] = parse_offset(str(options["offset"]))
     args = argparse.Namespace(**{**defaults, **options})
     out = io.StringIO()
     ctx = Context(args, out, io.StringIO())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafkaio import Consumer, TopicPartition
+from kafkaio import Admin, Consumer, Producer, TopicPartition
 from kafkaio.consumer import ConsumerGroupMetadata
-from kafkaio.errors import KafkaConfigError, KafkaError
+from kafkaio.errors import InvalidTopicError, KafkaConfigError, KafkaError
 
 
 def test_defaults_follow_java_and_aiokafka() -> None:
@@ -135,3 +135,71 @@ async def test_calls_that_choose_what_to_consume_fail_after_close() -> None:
             call()
     with pytest.raises(KafkaError, match="closed"):
         await consumer.getmany()
+
+
+BOOLEAN_OPTIONS = (
+    "enable_auto_commit",
+    "check_crcs",
+    "exclude_internal_topics",
+    "allow_auto_create_topics",
+    "ssl_check_hostname",
+    "metrics_enabled",
+)
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, None])
+@pytest.mark.parametrize("option", BOOLEAN_OPTIONS)
+def test_every_boolean_option_refuses_a_non_bool(option: str, value: object) -> None:
+    # enable_auto_commit="false" turned auto-commit ON (a non-empty str is truthy)
+    with pytest.raises(KafkaConfigError, match=f"{option} must be True or False"):
+        Consumer(bootstrap_servers="localhost:1", group_id="g", **{option: value})
+
+
+@pytest.mark.parametrize("value", ["yes", 1])
+def test_producer_boolean_options_refuse_a_non_bool(value: object) -> None:
+    for option in ("enable_idempotence", "ssl_check_hostname", "metrics_enabled"):
+        with pytest.raises(KafkaConfigError, match=f"{option} must be True or False"):
+            Producer("localhost:1", **{option: value})
+
+
+@pytest.mark.parametrize(
+    "topics", [["a/b"], ["x" * 300], [""], ["ok", ".."], "with space"], ids=repr
+)
+def test_subscribe_refuses_an_illegal_topic_name(topics: object) -> None:
+    # getmany returned {} forever, with no error (Java's poll raises InvalidTopicException)
+    consumer = Consumer(bootstrap_servers="localhost:1", group_id="g")
+    with pytest.raises(InvalidTopicError, match="is illegal"):
+        consumer.subscribe(topics)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTopicError, match="is illegal"):
+        Consumer(*([topics] if isinstance(topics, str) else topics), group_id="g")  # type: ignore[arg-type]
+    assert consumer.subscription() == set()
+
+
+@pytest.mark.parametrize(
+    ("partition", "error"),
+    [
+        (TopicPartition("a/b", 0), InvalidTopicError),
+        (TopicPartition("t", "0"), KafkaConfigError),  # type: ignore[arg-type]
+        (("t", -1), KafkaConfigError),
+        (("t", 1.0), KafkaConfigError),
+    ],
+)
+def test_assign_refuses_illegal_partitions(partition: object, error: type[Exception]) -> None:
+    consumer = Consumer(bootstrap_servers="localhost:1")
+    with pytest.raises(error):
+        consumer.assign([partition])  # type: ignore[list-item]
+    assert consumer.assignment() == set()
+
+
+@pytest.mark.parametrize("servers", [None, 9092, ["a:1", None]])
+def test_clients_refuse_bootstrap_servers_of_the_wrong_type_at_construction(
+    servers: object,
+) -> None:
+    # bootstrap_servers=None failed at start() with "'NoneType' object is not iterable"
+    for make in (
+        lambda: Consumer(bootstrap_servers=servers),  # type: ignore[arg-type]
+        lambda: Producer(servers),  # type: ignore[arg-type]
+        lambda: Admin(servers),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(KafkaConfigError, match="bootstrap"):
+            make()

@@ -8,14 +8,15 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from kafkaio.consumer.events import (
-    ApplicationEvent,
-    ApplicationEventQueue,
-    BackgroundEventQueue,
-    ListOffsetsEvent,
+from kafkaio.consumer.events import ListOffsetsEvent
+from kafkaio.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
 )
-from kafkaio.consumer.processor import ApplicationEventProcessor
-from kafkaio.errors import KafkaError, KafkaTimeoutError
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, BackgroundEventQueue
+from kafkaio.runtime.processor import ApplicationEventProcessor
 
 
 @dataclass(slots=True, eq=False)
@@ -58,6 +59,29 @@ def test_incomplete_event_expires_exactly_at_its_deadline() -> None:
         event.result()
 
 
+def test_a_timeout_carries_the_last_error_of_the_attempts() -> None:
+    # commit() on a topic that does not exist failed after its timeout with "CommitEvent did
+    # not complete before its deadline": the broker's UNKNOWN_TOPIC_OR_PARTITION was lost
+    queue, processor, _ = _processor()
+    handle_errors: list[KafkaError] = []
+    processor.register(EchoEvent, lambda e, now: None)
+    noted, sourced = EchoEvent(500, 1), EchoEvent(500, 2)
+    sourced.error_source = lambda: handle_errors[-1] if handle_errors else None
+    queue.put(noted)
+    queue.put(sourced)
+    processor.poll(0)
+    noted.note_error(UnknownTopicOrPartitionError(None, topic="gone", partition=0))
+    handle_errors.append(KafkaConnectionError("node 1 refused the connection"))
+    processor.poll(500)
+    with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION") as info:
+        noted.result()
+    assert "did not complete before its deadline" in str(info.value)
+    assert isinstance(info.value.__cause__, UnknownTopicOrPartitionError)
+    with pytest.raises(KafkaTimeoutError, match="node 1 refused") as info:
+        sourced.result()
+    assert isinstance(info.value.__cause__, KafkaConnectionError)
+
+
 def test_event_already_past_deadline_is_not_handled() -> None:
     queue, processor, _ = _processor()
     handled: list[EchoEvent] = []
@@ -65,7 +89,7 @@ def test_event_already_past_deadline_is_not_handled() -> None:
     event = EchoEvent(10, 1)
     queue.put(event)
     processor.poll(20)
-    assert handled == [] and isinstance(event._error, KafkaTimeoutError)
+    assert handled == [] and isinstance(event.error, KafkaTimeoutError)
 
 
 def test_unknown_event_type_and_failing_handler_fail_the_event() -> None:

@@ -46,8 +46,14 @@ def test_the_iteration_fast_path_sees_what_take_and_discard_leave() -> None:
     assert queue.records is records and list(records) == [record(B, 2)]
 
 
+def network_turn(consumer: Consumer) -> None:
+    """What the network task does first each turn: apply the application's events."""
+    consumer._processor.poll(0.0)
+
+
 def group_consumer() -> Consumer:
     consumer = Consumer("t", bootstrap_servers="localhost:1", group_id="g")
+    network_turn(consumer)  # the subscription
     subs = consumer._subscriptions
     subs.assign_from_subscribed([A, B])
     subs.seek(A, 10)  # as if records 0..9 were handed out or collected
@@ -72,6 +78,7 @@ def test_revocation_rewinds_undelivered_records_before_committing() -> None:
     consumer = group_consumer()
     consumer._pending.extend({A: [record(A, 8), record(A, 9)], B: [record(B, 3)]})
     consumer._drop_pending(frozenset({A}))
+    network_turn(consumer)  # the seek back to the first undelivered record
     position = consumer._subscriptions.position(A)
     assert position is not None and position.offset == 8  # fetched again if kept
     assert consumer._subscriptions.all_consumed()[A].offset == 8  # what a revoke commits
@@ -82,8 +89,11 @@ def test_pause_rewinds_so_records_come_back_after_resume() -> None:
     consumer = group_consumer()
     consumer._pending.extend({B: [record(B, 2), record(B, 3)]})
     consumer.pause(B)
+    assert consumer.paused() == {B} and len(consumer._pending) == 0  # at once, as asked
+    network_turn(consumer)
     position = consumer._subscriptions.position(B)
-    assert position is not None and position.offset == 2 and len(consumer._pending) == 0
+    assert position is not None and position.offset == 2
+    assert consumer._subscriptions.paused_partitions() == {B}
 
 
 async def test_background_callbacks_after_a_failing_one_still_run() -> None:

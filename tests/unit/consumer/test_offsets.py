@@ -192,3 +192,21 @@ def test_list_offsets_retries_retriable_errors_then_fails_fatal_ones() -> None:
     _answer(request, 102, {1: (29, -1, -1)})  # TOPIC_AUTHORIZATION_FAILED
     with pytest.raises(TopicAuthorizationFailedError):
         event.result()
+
+
+def test_a_lookup_of_a_partition_being_reset_waits_instead_of_dropping_the_reset() -> None:
+    """end_offsets() right after assign(): the reset and the lookup of one partition share
+    the poll; each gets its own answer (before, the lookup replaced the reset in the request
+    and the partition stayed unreset: the consumer never fetched it)."""
+    subs, manager = _manager("earliest")
+    subs.assign_from_user([tp(1)])
+    event = ListOffsetsEvent(10_000, {tp(1): -1})
+    manager.list_offsets(event, 0)
+    (request,) = manager.poll(0).requests
+    assert _asked(request) == {1: -2}  # the reset
+    _answer(request, 1, {1: (0, 3, -1)})
+    assert subs.position(tp(1)).offset == 3
+    (request,) = manager.poll(2).requests
+    assert _asked(request) == {1: -1}  # then the lookup
+    _answer(request, 3, {1: (0, 10, -1)})
+    assert event.done and event.result() == {tp(1): (10, -1, 5)}

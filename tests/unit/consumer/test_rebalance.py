@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 
-from kafkaio.consumer.events import BackgroundEventQueue
 from kafkaio.consumer.group.events import (
     AssignPartitions,
     GroupError,
@@ -17,6 +16,7 @@ from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
 from kafkaio.errors import GroupAuthorizationFailedError, KafkaError
 from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.runtime.events import BackgroundEventQueue
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -84,12 +84,9 @@ class Steps:
     async def commit_before_revoke(self, partitions: Partitions) -> None:
         self.log.steps.append(f"commit{sorted(p.partition for p in partitions)}")
 
-    def now(self) -> float:
-        self.clock += 1
-        return self.clock
-
-    def wakeup(self) -> None:
-        self.log.steps.append("wakeup")
+    def step_done(self, step: str) -> None:
+        # the consumer submits a RebalanceStepDoneEvent; the network task tells the membership
+        self.log.steps.append(f"{step}_done")
 
 
 def make(
@@ -129,11 +126,9 @@ async def test_revoke_commits_then_runs_the_listener_then_acknowledges() -> None
         "drop[0, 1]",
         "commit[0, 1]",
         "listener.revoked[0, 1]",
-        "revocation_done@1",
-        "wakeup",
+        "revocation_done",
         "listener.assigned[1]",
-        "assignment_done@2",
-        "wakeup",
+        "assignment_done",
     ]
 
 
@@ -142,7 +137,7 @@ async def test_lost_partitions_are_not_committed_and_default_to_revoked() -> Non
     membership.events = [PartitionsLost(frozenset({A}))]
     bridge.transfer()
     await run_application_side(background)
-    assert log.steps == ["drop[0]", "listener.revoked[0]", "revocation_done@1", "wakeup"]
+    assert log.steps == ["drop[0]", "listener.revoked[0]", "revocation_done"]
 
 
 async def test_a_failing_listener_still_acknowledges_and_its_error_surfaces() -> None:
@@ -151,8 +146,8 @@ async def test_a_failing_listener_still_acknowledges_and_its_error_surfaces() ->
     bridge.transfer()
     raised = await run_application_side(background)
     assert [type(e) for e in raised] == [ValueError]
-    assert "revocation_done@1" in log.steps
-    assert log.steps.index("revocation_done@1") < log.steps.index("listener.assigned[0]")
+    assert "revocation_done" in log.steps
+    assert log.steps.index("revocation_done") < log.steps.index("listener.assigned[0]")
 
 
 async def test_errors_and_steps_keep_their_order_without_a_listener() -> None:
@@ -163,4 +158,4 @@ async def test_errors_and_steps_keep_their_order_without_a_listener() -> None:
     bridge.transfer()
     raised = await run_application_side(background)
     assert raised == [denied, fatal]  # coordinator/commit errors first, then membership's
-    assert log.steps == ["assignment_done@1", "wakeup"]
+    assert log.steps == ["assignment_done"]

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import hmac
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -831,6 +832,59 @@ def test_sasl_scram(backend: str, mechanism: str, case: str) -> None:
             expected = "invalid credentials" if case == "wrong-password" else "server signature"
             assert expected in str(info.value)
         assert not broker.errors
+
+    run(backend, scenario)
+
+
+def test_scram_pbkdf2_runs_off_the_event_loop(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PBKDF2 ran on the event loop's thread: 10,000,000 iterations froze every other task
+    # (and the connection's own timeout) for 5.3 s. It runs in a worker thread now.
+    server = ScramServer("SCRAM-SHA-256", "pencil")
+    threads: list[int] = []
+    real = hashlib.pbkdf2_hmac
+
+    def recording(*args: Any) -> bytes:
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", recording)
+
+    async def handler(client: FakeClient) -> None:
+        await sasl_handshake(client, ["SCRAM-SHA-256"])
+        first = await client.read_request()
+        await sasl_reply(client, first, server.first(first.request.auth_bytes))
+        final = await client.read_request()
+        await sasl_reply(client, final, server.final(final.request.auth_bytes) or b"")
+        await echo_metadata(client)
+
+    async def scenario() -> None:
+        loop_thread = threading.get_ident()
+        async with FakeBroker(handler) as broker:
+            conn = await Connection.connect(
+                broker.host, broker.port, sasl_config("SCRAM-SHA-256", "pencil")
+            )
+            await conn.close()
+        assert threads and loop_thread not in threads
+
+    run(backend, scenario)
+
+
+@pytest.mark.parametrize("iterations", [16385, 10_000_000, 2**31, 10**30])
+def test_scram_iterations_above_the_maximum_are_refused(backend: str, iterations: int) -> None:
+    # 2**31 made PBKDF2 raise OverflowError; 10 million cost 5 s of CPU per connection
+    async def handler(client: FakeClient) -> None:
+        await sasl_handshake(client, ["SCRAM-SHA-256"])
+        first = await client.read_request()
+        nonce = first.request.auth_bytes.split(b",r=")[1] + b"x"
+        await sasl_reply(client, first, b"r=%s,s=c2FsdA==,i=%d" % (nonce, iterations))
+        await client.wait_closed()
+
+    async def scenario() -> None:
+        async with FakeBroker(handler) as broker:
+            with pytest.raises(SaslAuthenticationFailedError, match="more than the maximum 16384"):
+                await Connection.connect(broker.host, broker.port, sasl_config("SCRAM-SHA-256"))
 
     run(backend, scenario)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 
@@ -50,16 +51,30 @@ def test_frame_inside_chunk_is_zero_copy_view() -> None:
     assert frame.obj is data
 
 
-def test_partial_frame_buffer_is_exactly_frame_size() -> None:
+def test_partial_frame_buffer_grows_with_the_bytes_received() -> None:
     reader = FrameReader(10_000)
     assert reader.feed(struct.pack(">i", 5000) + b"x" * 10) == []
     assert reader.mid_frame
-    assert reader.buffered == 5000
+    assert reader.buffered == 10
     (frame,) = reader.feed(b"y" * 4990 + struct.pack(">i", 3))
     assert bytes(frame) == b"x" * 10 + b"y" * 4990
-    assert reader.buffered == 3 and reader.mid_frame  # the next frame's buffer, 3 bytes
+    assert reader.buffered == 0 and reader.mid_frame  # the next frame: its size, no bytes
     assert [bytes(f) for f in reader.feed(b"end")] == [b"end"]
     assert reader.buffered == 0 and not reader.mid_frame
+
+
+def test_a_size_prefix_alone_allocates_nothing() -> None:
+    # a peer announcing a 100 MiB frame and sending nothing more made the client allocate
+    # 100 MiB at once (for every connection to it)
+    reader = FrameReader(101 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        assert reader.feed(struct.pack(">i", 100 * 1024 * 1024) + b"abc") == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert reader.mid_frame and reader.buffered == 3
+    assert peak < 64 * 1024
 
 
 def test_oversize_frame_rejected_before_allocating() -> None:

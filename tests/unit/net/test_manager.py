@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import pytest
 
@@ -58,6 +60,13 @@ def test_parse_bootstrap_servers(servers: str | list[str], parsed: list[tuple[st
 def test_parse_bootstrap_servers_errors(servers: str, match: str) -> None:
     with pytest.raises(KafkaConfigError, match=match):
         parse_bootstrap_servers(servers)
+
+
+@pytest.mark.parametrize("servers", [None, 9092, b"localhost:9092", {"a": 1}])
+def test_bootstrap_servers_of_the_wrong_type_are_named(servers: object) -> None:
+    # None gave "'NoneType' object is not iterable"
+    with pytest.raises(KafkaConfigError, match="bootstrap_servers must be a 'host:port' string"):
+        parse_bootstrap_servers(servers)  # type: ignore[arg-type]
 
 
 def test_concurrent_gets_share_one_connection(backend: str) -> None:
@@ -251,3 +260,34 @@ def test_close_closes_everything(backend: str) -> None:
                 assert not info.value.retriable  # retry loops stop at once
 
     run(backend, scenario)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "mechanism", "warned"),
+    [
+        ("SASL_PLAINTEXT", "PLAIN", "password"),
+        ("SASL_PLAINTEXT", "OAUTHBEARER", "bearer token"),
+        ("SASL_PLAINTEXT", "SCRAM-SHA-256", None),  # SCRAM never sends the password
+        ("SASL_SSL", "PLAIN", None),
+    ],
+)
+def test_credentials_sent_in_clear_are_warned_about(
+    protocol: str, mechanism: str, warned: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    credentials: dict[str, object] = (
+        {"sasl_oauth_token_provider": lambda: "token"}
+        if mechanism == "OAUTHBEARER"
+        else {"sasl_plain_username": "alice", "sasl_plain_password": "S3CRET"}
+    )
+    config = ConnectionConfig(
+        security_protocol=protocol, sasl_mechanism=mechanism, **credentials  # type: ignore[arg-type]
+    )
+    with caplog.at_level(logging.WARNING, logger="kafkaio.net"):
+        ConnectionManager("127.0.0.1:9092", config)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if warned is None:
+        assert warnings == []
+    else:
+        (message,) = warnings
+        assert f"sends the {warned} to the brokers unencrypted" in message
+        assert "SASL_SSL" in message and "S3CRET" not in message

@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from kafkaio.errors import KafkaConfigError, KafkaError, SaslAuthenticationFailedError
+from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.sasl import OAuthBearerMechanism, PlainMechanism, ScramMechanism, saslprep
 
 # RFC 7677 section 3
@@ -72,6 +73,9 @@ def test_scram_wrong_password_gives_different_proof() -> None:
         (b"m=ext,r=rOprNGfwEbeRWgbNEkqOxx,s=W22Z,i=4096", "extension"),
         (b"e=unknown-user", "unknown-user"),
         (b"garbage", "malformed"),
+        (b"r=rOprNGfwEbeRWgbNEkqOxx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=16385", "maximum 16384"),
+        (b"r=rOprNGfwEbeRWgbNEkqOxx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=2147483648", "maximum"),
+        (b"r=rOprNGfwEbeRWgbNEkqOxx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=" + b"9" * 5000, "maximum"),
     ],
 )
 def test_scram_bad_server_first(server_first: bytes, match: str) -> None:
@@ -177,3 +181,20 @@ def test_oauthbearer_error_challenge() -> None:
 def test_oauthbearer_rejects_bad_token(token: str) -> None:
     with pytest.raises(KafkaConfigError):
         OAuthBearerMechanism(token)
+
+
+def test_scram_maximum_iterations_is_configurable() -> None:
+    server_first = b"r=rOprNGfwEbeRWgbNEkqOxx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=20000"
+    mech = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    mech.initial_response()
+    with pytest.raises(SaslAuthenticationFailedError, match="sasl_scram_max_iterations"):
+        mech.step(server_first)
+    mech = ScramMechanism(
+        "SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO", max_iterations=20000
+    )
+    mech.initial_response()
+    assert mech.step(server_first) is not None
+    with pytest.raises(KafkaConfigError, match="sasl_scram_max_iterations must be <= 2147483647"):
+        ConnectionConfig(sasl_scram_max_iterations=2**31)
+    with pytest.raises(KafkaConfigError, match="sasl_scram_max_iterations must be >= 4096"):
+        ConnectionConfig(sasl_scram_max_iterations=100)

@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafkaio.errors import InvalidTopicError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.batch import ProducerBatch
-from kafkaio.producer.client import Producer, _State
+from kafkaio.producer.client import Producer
 from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
 from kafkaio.producer.future import DeliveryFuture
 from kafkaio.producer.idempotence import IdState
 from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.records import BatchBuilder, iter_batches
+from kafkaio.runtime.shell import Lifecycle
 
 from ._helpers import metadata_response
 
@@ -44,6 +45,9 @@ class FakeDriver:
     def stop(self) -> None:
         self.running = False
 
+    async def close(self, timeout_s: float | None) -> None:
+        return None  # no manager has last requests here
+
     async def run(self, **kwargs: Any) -> None:
         self.fatal_error = RuntimeError("a bug in a request manager")
         self.running = False
@@ -59,7 +63,8 @@ def running_producer(partitions: int = 1, seed: int = 7, **options: Any) -> Prod
         producer.config.batch_size, rng=random.Random(seed).random
     )
     producer._driver = FakeDriver()  # type: ignore[assignment]
-    producer._state = _State.RUNNING
+    producer._shell.driver = producer._driver
+    producer._shell.state = Lifecycle.RUNNING
     return producer
 
 
@@ -134,11 +139,30 @@ async def test_a_timestamp_the_broker_cannot_take_is_refused_at_the_call(
     assert not big.done()  # the largest int64 is a timestamp
 
 
-@pytest.mark.parametrize("topic", [b"t", 7, None, ""])
-async def test_a_topic_that_is_not_a_non_empty_str_is_refused_at_the_call(topic: Any) -> None:
+@pytest.mark.parametrize("topic", [b"t", 7, None])
+async def test_a_topic_that_is_not_a_str_is_refused_at_the_call(topic: Any) -> None:
     producer = running_producer()
-    with pytest.raises(KafkaConfigError, match="the topic must be a non-empty str"):
+    with pytest.raises(KafkaConfigError, match="a topic name must be a str"):
         await producer.enqueue(topic, b"v")
+    assert queued(producer) == {}
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "t\x00", "x" * 250, "ünï"])
+async def test_an_illegal_topic_name_is_refused_at_the_call(topic: str) -> None:
+    # as Java's Topic.validate: the broker answered INVALID_TOPIC_EXCEPTION after a
+    # metadata round trip (and a consumer of such a name waited forever)
+    producer = running_producer()
+    with pytest.raises(InvalidTopicError, match="is illegal"):
+        await producer.enqueue(topic, b"v")
+    assert queued(producer) == {}
+
+
+@pytest.mark.parametrize("partition", ["0", 1.0, True, -1])
+async def test_a_partition_that_is_not_an_int_is_refused_at_the_call(partition: Any) -> None:
+    # partition="0" raised TypeError comparing int and str; 1.0 failed in the network task
+    producer = running_producer(4)
+    with pytest.raises(KafkaConfigError, match="partition must be an int >= 0"):
+        await producer.enqueue(TOPIC, b"v", partition=partition)
     assert queued(producer) == {}
 
 
@@ -234,7 +258,7 @@ async def test_errors_still_raise_with_an_open_batch() -> None:
 async def test_no_fast_path_once_closed() -> None:
     producer = running_producer()
     queued_future = await producer.enqueue(TOPIC, b"a")
-    await producer.close(timeout=0)
+    await producer.close(timeout_ms=0)
     assert isinstance(queued_future.exception(), ProducerClosedError)
     with pytest.raises(ProducerClosedError):
         await producer.enqueue(TOPIC, b"b")
@@ -243,7 +267,7 @@ async def test_no_fast_path_once_closed() -> None:
 async def test_no_fast_path_once_the_network_task_failed() -> None:
     producer = running_producer()
     pending = await producer.enqueue(TOPIC, b"a")
-    await producer._run_driver()  # the stand-in fails at once
+    await producer._shell._run_driver()  # the stand-in fails at once
     assert isinstance(pending.exception(), ProducerClosedError)
     with pytest.raises(KafkaError):
         await producer.enqueue(TOPIC, b"b")

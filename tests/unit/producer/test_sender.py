@@ -9,6 +9,7 @@ from kafkaio.errors import (
     KafkaError,
     KafkaTimeoutError,
     MessageTooLargeError,
+    NotLeaderOrFollowerError,
     UnsupportedVersionError,
 )
 from kafkaio.metadata.cluster import TopicPartition
@@ -231,9 +232,11 @@ def test_retries_stop_at_the_delivery_timeout() -> None:
         for request in requests:
             answer(request, now, errors={T0: NOT_LEADER})
         now += 500
-    with pytest.raises(KafkaTimeoutError, match="NOT_LEADER_OR_FOLLOWER"):
+    with pytest.raises(KafkaTimeoutError, match="NOT_LEADER_OR_FOLLOWER") as expired:
         future.result()
     assert 31_000 <= now <= 32_500
+    # the broker's last answer is chained, for programs that tell causes apart
+    assert isinstance(expired.value.__cause__, NotLeaderOrFollowerError)
 
 
 def test_queued_batches_expire_without_a_leader() -> None:

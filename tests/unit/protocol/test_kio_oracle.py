@@ -36,6 +36,7 @@ def _kio_class(cls: type, version: int) -> Any:
     return getattr(mod, cls.__name__, None)
 
 
+m.load_all()  # REQUESTS fills on first use: every pair, whatever ran before this module
 CLASSES = [c for pair in m.REQUESTS.values() for c in pair]
 CASES = [
     (cls, v)

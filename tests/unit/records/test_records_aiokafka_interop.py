@@ -9,14 +9,20 @@ from __future__ import annotations
 import struct
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
-from aiokafka.record.memory_records import MemoryRecords
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from kafkaio.errors import CorruptRecordError
-from kafkaio.records import BatchBuilder, Compression, LegacyRecordBatch, iter_batches
+pytest.importorskip("aiokafka", reason="aiokafka (the codec oracle) is not installed")
+
+from aiokafka.record.default_records import (  # noqa: E402
+    DefaultRecordBatch,
+    DefaultRecordBatchBuilder,
+)
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder  # noqa: E402
+from aiokafka.record.memory_records import MemoryRecords  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kafkaio.errors import CorruptRecordError  # noqa: E402
+from kafkaio.records import BatchBuilder, Compression, LegacyRecordBatch, iter_batches  # noqa: E402
 
 optional_bytes = st.none() | st.binary(max_size=200)
 records_st = st.lists(

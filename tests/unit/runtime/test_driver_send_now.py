@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import math
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -15,8 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-import sniffio
 
+from kafkaio.asynclib import running_asyncio
 from kafkaio.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.config import ConnectionConfig
@@ -87,7 +88,7 @@ def _outcome(topic: str, response: Any, error: BaseException | None) -> Outcome:
 
 
 def _in_task() -> bool:
-    if sniffio.current_async_library() != "asyncio":
+    if not running_asyncio():
         return True  # trio runs everything in tasks
     return asyncio.current_task() is not None
 
@@ -464,3 +465,31 @@ def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opene
     run(backend, scenario)
     assert seen == ["t0", "t1"]
     assert all(o.error is None for o in manager.outcomes)
+
+
+def test_callbacks_work_where_sniffio_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """anyio >= 4.16 does not depend on sniffio: without it, anyio and kafkaio both take a
+    running asyncio loop for asyncio, and handlers run from loop callbacks still use anyio."""
+    import anyio._core._eventloop as anyio_eventloop
+
+    import kafkaio.asynclib
+
+    monkeypatch.setattr(anyio_eventloop, "sniffio", None)
+    monkeypatch.setattr(kafkaio.asynclib, "sniffio", None)
+    manager = Sequential(count=20)
+    _run_with("asyncio", manager)
+    assert [o.topic for o in manager.outcomes] == [f"t{i}" for i in range(20)]
+    assert all(o.error is None for o in manager.outcomes)
+    assert not any(o.in_task for o in manager.outcomes[1:])  # the callback path was taken
+    assert not kafkaio.asynclib.running_asyncio()  # no loop runs here
+
+
+def test_the_network_task_logs_what_runs_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    from kafkaio.about import record_codec
+
+    with caplog.at_level(logging.DEBUG, logger="kafkaio.runtime"):
+        _run_with("asyncio", Sequential(count=1))
+    starts = [r.getMessage() for r in caplog.records if "network task starting" in r.getMessage()]
+    assert len(starts) == 1
+    assert starts[0].startswith("network task starting on asyncio: kafkaio ")
+    assert f"record codec {record_codec()}" in starts[0]

@@ -6,10 +6,11 @@ import uuid
 from typing import Any
 
 from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.errors import CorruptRecordError
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.requests import UnsentRequest
-from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType
+from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, DeliveryState
 from kafkaio.share.errors import ShareSessionResetError
 from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import ShareMembershipManager
@@ -296,3 +297,34 @@ def test_unknown_topic_id_asks_for_metadata() -> None:
     assert rig.fetcher.poll(0.0).requests == []
     assert rig.metadata.poll(1_000.0).requests, "a metadata refresh was requested"
     assert rig.metadata.version == before
+
+
+def test_a_corrupt_batch_is_reported_and_its_acquired_records_are_not_acknowledged() -> None:
+    # a corrupt batch raised CorruptRecordError in the network task's handler (ending it)
+    rig = Rig({0})
+    raw = bytearray(batch(0, values(3)))
+    raw[-2] ^= 0xFF  # the CRC no longer matches
+    rig.requests(0.0)[1].handler(
+        1.0, fetch_response(part(0, records=bytes(raw), acquired=[(0, 2, 1)])), None
+    )
+    assert rig.fetcher.drain(10, now=2.0) == []
+    (error,) = rig.fetcher.drain_errors()
+    assert isinstance(error, CorruptRecordError) and "CRC" in str(error)
+    # no gap was acknowledged: the locks expire and the broker delivers the records again
+    assert rig.acks.state(TP0, 0) is not None
+    assert all(rig.acks.state(TP0, o) is not DeliveryState.PENDING for o in range(3))
+
+
+def test_a_broker_acquiring_millions_of_records_is_refused_not_looped_over() -> None:
+    # a hostile response acquiring offsets 0..2**62 made the network task track each one
+    # (for ever); above 100,000 (or 10 x max_records) the response's acquisitions are ignored
+    rig = Rig({0})
+    rig.requests(0.0)[1].handler(
+        1.0,
+        fetch_response(part(0, records=batch(0, values(3)), acquired=[(0, 1_000_000, 1)])),
+        None,
+    )
+    assert rig.fetcher.drain(10, now=2.0) == []
+    (error,) = rig.fetcher.drain_errors()
+    assert "acquired 1000001 records" in str(error) and "delivered again" in str(error)
+    assert rig.acks.state(TP0, 0) is None

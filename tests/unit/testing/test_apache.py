@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkaio.errors import KafkaConnectionError
 from kafkaio.testing import ApacheKafka, BrokerStartError, apache
 
 
@@ -157,3 +158,63 @@ def test_one_node_has_replication_one() -> None:
     assert cluster.heap_mb == 1024 and ApacheKafka(3).heap_mb == 768
     with pytest.raises(ValueError, match="at least 1"):
         ApacheKafka(0)
+
+
+def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_and_scram(tmp_path: Path) -> None:
+    cluster = ApacheKafka(1, directory=tmp_path, sasl_users={"alice": "alice-secret"})
+    with pytest.raises(KafkaConnectionError, match="start"):
+        cluster.bootstrap_for("SASL_PLAINTEXT")
+    cluster._prepare_nodes()
+    node = cluster.nodes[1]
+    assert node.sasl_port is not None and node.sasl_port not in (node.port, node.controller_port)
+    assert cluster.bootstrap_for("SASL_PLAINTEXT") == f"127.0.0.1:{node.sasl_port}"
+    assert cluster.bootstrap_for("PLAINTEXT") == cluster.bootstrap
+    config = _properties(node.config_path)
+    assert config["advertised.listeners"] == (
+        f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+    )
+    assert config["listener.security.protocol.map"] == (
+        "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+    )
+    assert config["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert (
+        'user_alice="alice-secret"' in config["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    )
+    with pytest.raises(ValueError, match="no SSL listener"):
+        cluster.bootstrap_for("SSL")
+    with pytest.raises(ValueError, match="letters, digits"):
+        ApacheKafka(1, sasl_users={"bob": 'say "hi"'})
+    plain = ApacheKafka(1, directory=tmp_path / "plain")
+    plain._prepare_nodes()
+    assert "SASL" not in _properties(plain.nodes[1].config_path)["listeners"]
+    with pytest.raises(ValueError, match="no SASL_PLAINTEXT listener; this cluster has PLAINTEXT"):
+        plain.bootstrap_for("SASL_PLAINTEXT")
+
+
+def test_the_class_archive_is_keyed_by_java_and_jars(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    java17 = _script(tmp_path / "java17", "echo 'openjdk version \"17.0.15\"' >&2\n")
+    java21 = _script(tmp_path / "java21", "echo 'openjdk version \"21.0.2\"' >&2\n")
+    monkeypatch.setattr(apache, "find_java", lambda: java17)
+    first = apache.class_archive_path("4.4.0")
+    assert first is not None and first.parent == cache / "apache-kafka-4.4.0"
+    assert first.name.startswith("broker-") and first.suffix == ".jsa"
+    assert apache.class_archive_path("4.4.0") == first
+    assert apache.class_archive_path("4.3.1") != first
+    monkeypatch.setattr(apache, "find_java", lambda: java21)
+    assert apache.class_archive_path("4.4.0") != first
+    monkeypatch.setattr(apache, "find_java", lambda: None)
+    assert apache.class_archive_path("4.4.0") is None
+    assert apache.build_class_archive("4.4.0") is None
+
+
+def test_fetching_new_jars_drops_the_old_class_archives(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(apache, "find_maven", lambda: _script(tmp_path / "mvn", FAKE_MAVEN))
+    home = cache / "apache-kafka-4.3.1"
+    home.mkdir(parents=True)
+    (home / "broker-0123456789abcdef.jsa").write_bytes(b"old")
+    apache.fetch_jars("4.3.1")
+    assert not list(home.glob("*.jsa"))

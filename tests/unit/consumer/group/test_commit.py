@@ -116,7 +116,7 @@ def test_commit_sync_follows_the_coordinator_after_not_coordinator() -> None:
     req = only(g.commits.poll(g.now).requests, m.OffsetCommitRequest)
     assert req.node_id == g.coordinator.coordinator.connection_id  # type: ignore[union-attr]
     commit_ok(req, g.now, version=2)
-    assert handle.result == {T0: OM(12)} and handle.error is None
+    assert handle.value == {T0: OM(12)} and handle.error is None
 
 
 def test_commit_async_does_not_retry() -> None:
@@ -203,7 +203,7 @@ def test_user_assigned_commits_carry_no_generation() -> None:
     req = only(commits.poll(0).requests, m.OffsetCommitRequest)
     assert (req.request.generation_id_or_member_epoch, req.request.member_id) == (-1, "")
     commit_ok(req, 0)
-    assert handle.result == {T0: OM(5)}
+    assert handle.value == {T0: OM(5)}
 
 
 @pytest.mark.parametrize(("version", "build"), [(9, fetch_response_v8), (5, fetch_response_v3)])
@@ -265,12 +265,12 @@ def test_fetch_committed_reports_missing_offsets_and_errors() -> None:
     handle = commits.fetch_committed([T0, T1], deadline_ms=1000)
     (req,) = commits.poll(0).requests
     answer(req, 1, fetch_response_v8([(T0, 5, 2, "x"), (T1, -1, -1, "")]), 8)
-    assert handle.result == {T0: OM(5, "x", 2), T1: None}
+    assert handle.value == {T0: OM(5, "x", 2), T1: None}
     handle = commits.fetch_committed([T0], deadline_ms=1000)
     (req,) = commits.poll(2).requests
     answer(req, 3, fetch_response_v8([(T0, -1, -1, "")], code=3), 8)  # UNKNOWN_TOPIC_OR_PARTITION
     assert not handle.done  # retriable: tried again after the backoff
     (req,) = commits.poll(300).requests
     answer(req, 300, fetch_response_v8([(T0, 6, -1, "")]), 8)
-    assert handle.result == {T0: OM(6)}
+    assert handle.value == {T0: OM(6)}
     assert UnknownTopicOrPartitionError.retriable

@@ -10,8 +10,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kafkaio.consumer.events import ApplicationEvent, ApplicationEventQueue, earliest_deadline
 from kafkaio.errors import KafkaError, KafkaTimeoutError
+from kafkaio.runtime.completion import timeout_error
+from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, earliest_deadline
 from kafkaio.runtime.requests import PollResult
 
 EventHandler = Callable[[Any, float], None]
@@ -29,6 +30,8 @@ class ApplicationEventProcessor:
         self._queue = queue
         self._handlers: dict[type[ApplicationEvent[Any]], EventHandler] = {}
         self._incomplete: list[ApplicationEvent[Any]] = []
+        # events that complete when a condition on the managers' state holds
+        self._conditions: list[tuple[ApplicationEvent[None], Callable[[], bool]]] = []
 
     def register(self, event_type: type[ApplicationEvent[Any]], handler: EventHandler) -> None:
         self._handlers[event_type] = handler
@@ -37,9 +40,27 @@ class ApplicationEventProcessor:
     def incomplete(self) -> int:
         return len(self._incomplete)
 
+    def complete_when(self, event: ApplicationEvent[None], done: Callable[[], bool]) -> None:
+        """Complete `event` (with None) at the first poll where ``done()`` holds, e.g. once
+        the member has left its group; checked every turn of the network task."""
+        if done():
+            event.complete(None)
+        else:
+            self._conditions.append((event, done))
+
     def poll(self, now: float) -> PollResult:
         for event in self._queue.drain():
             self.process(event, now)
+        if self._conditions:
+            waiting = []
+            for event, done in self._conditions:
+                if event.done:
+                    continue
+                if done():
+                    event.complete(None)
+                else:
+                    waiting.append((event, done))
+            self._conditions = waiting
         self._expire(now)
         deadline = earliest_deadline(self._incomplete)
         return PollResult([], math.inf if deadline == math.inf else max(deadline - now, 0.0))
@@ -75,7 +96,8 @@ class ApplicationEventProcessor:
 
 
 def _timeout(event: ApplicationEvent[Any]) -> KafkaTimeoutError:
-    return KafkaTimeoutError(
+    return timeout_error(
+        event,
         f"{event.describe()} did not complete before its deadline; the brokers may be "
-        "unreachable or slow: check them, or pass a longer timeout"
+        "unreachable or slow: check them, or pass a longer timeout",
     )

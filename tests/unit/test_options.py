@@ -1,0 +1,77 @@
+"""kafkaio.options: the TypedDicts IDEs and type checkers see for the clients' keyword
+options match what the clients accept at run time, and a type checker flags a typo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import get_type_hints
+
+import pytest
+
+from kafkaio import Producer
+from kafkaio.admin.core import ADMIN_OPTIONS
+from kafkaio.config import CONNECTION_OPTIONS
+from kafkaio.consumer.config import CONSUMER_OPTIONS
+from kafkaio.errors import KafkaConfigError
+from kafkaio.options import (
+    AdminOptions,
+    ConnectionOptions,
+    ConsumerOptions,
+    ProducerOptions,
+    ShareConsumerOptions,
+)
+from kafkaio.producer.config import PRODUCER_OPTIONS
+from kafkaio.share.config import SHARE_CONSUMER_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("typed", "accepted"),
+    [
+        (ConnectionOptions, CONNECTION_OPTIONS),
+        (ProducerOptions, CONNECTION_OPTIONS | set(PRODUCER_OPTIONS)),
+        (ConsumerOptions, CONNECTION_OPTIONS | (set(CONSUMER_OPTIONS) - {"group_id"})),
+        (ShareConsumerOptions, CONNECTION_OPTIONS | SHARE_CONSUMER_OPTIONS),
+        (AdminOptions, CONNECTION_OPTIONS | set(ADMIN_OPTIONS)),
+    ],
+)
+def test_typed_options_are_the_options_the_clients_accept(typed: type, accepted: set[str]) -> None:
+    assert set(get_type_hints(typed)) == set(accepted)
+
+
+def test_a_typo_is_still_refused_at_run_time_with_the_closest_name() -> None:
+    with pytest.raises(KafkaConfigError, match="did you mean 'linger_ms'"):
+        Producer("127.0.0.1:1", lingr_ms=5)  # type: ignore[call-arg]
+
+
+def test_a_type_checker_flags_unknown_and_mistyped_options(tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="mypy is not installed")
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        "from kafkaio import Admin, Consumer, Producer\n"
+        'Producer("b:9092", linger_ms=5, acks="all", lingr_ms=5)\n'
+        'Producer("b:9092", linger_ms="soon")\n'
+        'Consumer("t", bootstrap_servers="b:9092", group_id="g", fetch_max_wait=5)\n'
+        'Admin("b:9092", default_api_timeout_ms=1000, client_id="x")\n'
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(snippet),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = result.stdout
+    assert ':2: error: Unexpected keyword argument "lingr_ms"' in out, out
+    assert 'did you mean "linger_ms"' in out
+    assert ':3: error: Argument "linger_ms" to "Producer" has incompatible type "str"' in out
+    assert ':4: error: Unexpected keyword argument "fetch_max_wait"' in out
+    assert ":5:" not in out  # the Admin call is right
