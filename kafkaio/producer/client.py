@@ -74,6 +74,8 @@ _BYTES = (bytes, bytearray, memoryview)
 _estimate = BatchBuilder.estimate_size_in_bytes
 # The size estimate of a keyless record without headers is this plus len(value).
 _KEYLESS_OVERHEAD = _estimate(None, b"", None)
+# the estimate of a keyed record without headers, less its key and value (it is additive)
+_KEYED_OVERHEAD = _estimate(b"", b"", None)
 _MAX_TIMESTAMP = 2**63 - 1  # a record's timestamp is an int64
 _time_ns = time.time_ns
 
@@ -498,7 +500,7 @@ class Producer(AsyncClient):
             or self._idempotence.state is _ID_FATAL
         ):
             return None
-        size = _estimate(key, value, None)
+        size = _KEYED_OVERHEAD + len(key) + len(value)  # _estimate(key, value, None), inline
         memory = self._memory
         if size > self._max_record_size or memory.waiters or memory.used + size > memory.limit:
             return None
