@@ -49,6 +49,10 @@ SETUP_FEATURES: dict[str, str] = {
     "fault_injection": "librdkafka mock-cluster fault injection (BrokerInfo.cluster)",
     "multi_broker": "more than one broker, so leaders can move between brokers",
     "exact_end_offsets": "ListOffsets latest equals last acked offset + 1 (Tansu 0.6 can be lower)",
+    "aborted_transactions": (
+        "Fetch lists aborted transactions, so read_committed readers skip aborted records "
+        "(Tansu 0.6 lists none)"
+    ),
 }
 
 FEATURES: frozenset[str] = frozenset(API_FEATURES) | frozenset(SETUP_FEATURES)

@@ -163,7 +163,7 @@ def _start_apache(
         sasl_session_ms=SASL_SESSION_MS if secured else None,
         tls_keystore=keystore,
     ).start()
-    extra = {"exact_end_offsets"}
+    extra = {"exact_end_offsets", "aborted_transactions"}
     if brokers > 1:
         extra.add("multi_broker")
     return BrokerInfo(
@@ -247,7 +247,7 @@ def external_broker() -> BrokerInfo:
     return BrokerInfo(
         name="external",
         bootstrap=bootstrap,
-        features=features_from_api_versions(versions) | {"exact_end_offsets"},
+        features=features_from_api_versions(versions) | {"exact_end_offsets", "aborted_transactions"},
         api_versions=versions,
     )
 
