@@ -36,6 +36,7 @@ API_FEATURES: dict[str, tuple[int, ...]] = {
     "describe_configs": (32,),
     "alter_configs": (44,),  # IncrementalAlterConfigs
     "create_partitions": (37,),
+    "describe_log_dirs": (35,),
     "sasl": (17, 36),  # advertised only; the fixtures configure no credentials
     "describe_cluster": (60,),
     "consumer_group_heartbeat": (68,),  # KIP-848
@@ -78,6 +79,7 @@ _API_NAMES = {
     26: "EndTxn",
     28: "TxnOffsetCommit",
     32: "DescribeConfigs",
+    35: "DescribeLogDirs",
     36: "SaslAuthenticate",
     37: "CreatePartitions",
     42: "DeleteGroups",
