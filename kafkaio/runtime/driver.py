@@ -257,6 +257,10 @@ class NetworkDriver:
                 requests.extend(result.requests)
             if result.next_poll_ms < wait:
                 wait = result.next_poll_ms
+        # a manager polled after the metadata manager may have asked it for an update (a
+        # leader unknown, a topic added): poll again at once rather than when the metadata
+        # manager's last answer said (before, a partition reset waited for a later wake-up)
+        wait = min(wait, self.metadata.time_to_next_update(now))
         self._publish_metadata()
         return requests, max(wait, 0.0)
 
