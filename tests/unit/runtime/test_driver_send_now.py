@@ -23,7 +23,7 @@ from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.protocol import messages as m
-from kafkaio.runtime.driver import NetworkDriver, now_ms
+from kafkaio.runtime.driver import NetworkDriver
 from kafkaio.runtime.requests import PollResult, UnsentRequest
 from tests.unit.net._fake_broker import GUARD, FakeBroker, FakeClient, metadata_request
 
@@ -493,36 +493,3 @@ def test_the_network_task_logs_what_runs_at_debug(caplog: pytest.LogCaptureFixtu
     assert len(starts) == 1
     assert starts[0].startswith("network task starting on asyncio: kafkaio ")
     assert f"record codec {record_codec()}" in starts[0]
-
-
-@dataclass
-class AsksForMetadata:
-    """A manager polled after the metadata manager that asks it for topic `t` once (as the
-    offsets manager does for a partition whose leader it does not know), and then waits."""
-
-    metadata: MetadataManager
-    asked: bool = False
-
-    def poll(self, now: float) -> PollResult:
-        if not self.asked:
-            self.asked = True
-            self.metadata.add_topics({"wanted"})
-            self.metadata.request_update()
-        return PollResult([], math.inf)
-
-
-def test_a_metadata_update_asked_for_in_a_round_is_polled_for_at_once(backend: str) -> None:
-    # before, the loop slept for what the metadata manager had answered earlier in the
-    # round (here: its 5-minute max age); a consumer's seek_to_beginning waited a second
-    # for some other wake-up before its ListOffsets could learn the partition's leader
-    async def scenario() -> None:
-        metadata = MetadataManager(retry_backoff_ms=0, retry_backoff_max_ms=0)
-        assert len(metadata.poll(now_ms()).requests) == 1
-        metadata.on_response(now_ms(), _metadata_for(9, []))  # fresh: nothing due
-        assert metadata.time_to_next_update(now_ms()) > 60_000
-        asking = AsksForMetadata(metadata)
-        driver = NetworkDriver(ConnectionManager("127.0.0.1:9", CONFIG), metadata, [asking])
-        assert driver.run_once() == 0.0  # no request yet: the metadata manager was first
-        assert asking.asked
-
-    run(backend, scenario)
