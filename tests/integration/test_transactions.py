@@ -511,7 +511,10 @@ async def test_pipeline_killed_mid_transaction_and_restarted_is_exactly_once(
         f"{md.partition}:{md.offset}:".encode() + b"REC-%04d" % i for i, md in enumerate(inputs)
     )
 
-    first = start_pipeline(boot, names, "--pause-in-transaction", "0.5")
+    # the pause must outlast reading the log and the kill below, even on a busy machine: with
+    # 0.5 s the transaction seen open was sometimes committed before SIGKILL arrived, and
+    # nothing was left to abort
+    first = start_pipeline(boot, names, "--pause-in-transaction", "3")
     try:
         with anyio.fail_after(GUARD):
             # wait until the log shows a committed transaction and then an open one (kafkaio's
