@@ -32,6 +32,7 @@ TEST_REQUIREMENTS = [
     "trio>=0.25",
     "aiokafka==0.14.0",
     "certifi",
+    "pydantic>=2",  # the typed serdes' unit tests (kafkaio[pydantic])
 ]
 
 
