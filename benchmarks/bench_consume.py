@@ -16,7 +16,7 @@ import pstats
 
 from benchmarks import clients
 from benchmarks.common import BenchBroker, add_broker_argument, fill, in_turn, readable
-from benchmarks.isolate import Metrics, run_isolated
+from benchmarks.isolate import Metrics, Phases, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
 VALUE_SIZE = 100
@@ -65,8 +65,10 @@ def describe(records: int, runs: dict[str, int]) -> str:
     counts = ", ".join(f"{codec} {n}" for codec, n in runs.items())
     return (
         f"Consume: {records:,} x {VALUE_SIZE} B records in {PARTITIONS} partitions, assign "
-        "mode from the beginning, every value touched; wall time includes client start; "
-        f"each run in a fresh child process; runs per compression: {counts}."
+        "mode from the beginning, every value touched; msg/s, MB/s and CPU per record from "
+        "the first record to the last (steady state), start-up (client creation to the first "
+        "record) and close apart, and the whole run's msg/s; each run in a fresh child "
+        f"process; runs per compression: {counts}."
     )
 
 
@@ -77,7 +79,10 @@ def profile_kafkaio(records: int, compression: str, top: int = 25) -> str:
         fill(broker.bootstrap, topic, compression, records, VALUE_SIZE, PARTITIONS)
         profiler = cProfile.Profile()
         profiler.enable()
-        asyncio.run(clients._consume_kafkaio(broker.bootstrap, topic, PARTITIONS, records))
+        phases = Phases()
+        asyncio.run(
+            clients._consume_kafkaio(broker.bootstrap, topic, PARTITIONS, records, phases)
+        )
         profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)

@@ -6,6 +6,7 @@ child process of one measurement (see isolate.py); the suites only pick names.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import threading
 import time
@@ -24,7 +25,7 @@ from benchmarks.common import (
     stamped,
     unstamp,
 )
-from benchmarks.isolate import Meter, Metrics
+from benchmarks.isolate import Meter, Metrics, Phases
 from benchmarks.report import CEILING, ORDERED_CEILING, note
 
 KAFKAIO = "kafkaio"
@@ -264,7 +265,9 @@ def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) 
 # -- consume throughput (assign mode, from the beginning) ---------------------------------
 
 
-async def _consume_kafkaio(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_kafkaio(
+    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+) -> int:
     from kafkaio import Consumer, TopicPartition
 
     n = 0
@@ -272,26 +275,38 @@ async def _consume_kafkaio(bootstrap: str, topic: str, partitions: int, wanted: 
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             batches = await consumer.getmany(timeout_ms=1000)
+            if batches:
+                phases.first()
             for records in batches.values():
                 for r in records:
                     n += len(r.value) > 0  # touch every record as an application would
+        phases.mark("last")
+    phases.mark("closed")
     return n
 
 
-async def _consume_kafkaio_iter(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_kafkaio_iter(
+    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+) -> int:
     from kafkaio import Consumer, TopicPartition
 
     n = 0
     async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         async for r in consumer:
+            if n == 0:
+                phases.first()
             n += len(r.value) > 0
             if n >= wanted:
                 break
+        phases.mark("last")
+    phases.mark("closed")
     return n
 
 
-async def _consume_aiokafka(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_aiokafka(
+    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     n = 0
@@ -301,11 +316,15 @@ async def _consume_aiokafka(bootstrap: str, topic: str, partitions: int, wanted:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             batches = await consumer.getmany(timeout_ms=1000)
+            if batches:
+                phases.first()
             for records in batches.values():
                 for r in records:
                     n += len(r.value) > 0
+        phases.mark("last")
     finally:
         await consumer.stop()
+    phases.mark("closed")
     return n
 
 
@@ -319,7 +338,9 @@ def _confluent_consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _consume_confluent(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+def _consume_confluent(
+    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(_confluent_consumer_conf(bootstrap))
@@ -327,15 +348,22 @@ def _consume_confluent(bootstrap: str, topic: str, partitions: int, wanted: int)
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         while n < wanted:
-            for message in consumer.consume(num_messages=1000, timeout=1.0):
+            messages = consumer.consume(num_messages=1000, timeout=1.0)
+            if messages:
+                phases.first()
+            for message in messages:
                 if message.error() is None:
                     n += len(message.value() or b"") > 0
+        phases.mark("last")
     finally:
         consumer.close()
+    phases.mark("closed")
     return n
 
 
-async def _consume_confluent_aio(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_confluent_aio(
+    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+) -> int:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     from confluent_kafka.aio import AIOConsumer
 
@@ -346,15 +374,22 @@ async def _consume_confluent_aio(bootstrap: str, topic: str, partitions: int, wa
             [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
         )
         while n < wanted:
-            for message in await consumer.consume(num_messages=1000, timeout=1.0):
+            messages = await consumer.consume(num_messages=1000, timeout=1.0)
+            if messages:
+                phases.first()
+            for message in messages:
                 if message.error() is None:
                     n += len(message.value() or b"") > 0
+        phases.mark("last")
     finally:
         await consumer.close()
+    phases.mark("closed")
     return n
 
 
-def _consume_kafka_python(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+def _consume_kafka_python(
+    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -364,15 +399,20 @@ def _consume_kafka_python(bootstrap: str, topic: str, partitions: int, wanted: i
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
-            for records in consumer.poll(timeout_ms=1000).values():
+            polled = consumer.poll(timeout_ms=1000)
+            if polled:
+                phases.first()
+            for records in polled.values():
                 for r in records:
                     n += len(r.value) > 0
+        phases.mark("last")
     finally:
         consumer.close()
+    phases.mark("closed")
     return n
 
 
-CONSUMERS: dict[str, Callable[[str, str, int, int], int]] = {
+CONSUMERS: dict[str, Callable[[str, str, int, int, Phases], int]] = {
     KAFKAIO: _sync(_consume_kafkaio),
     KAFKAIO_ITER: _sync(_consume_kafkaio_iter),
     AIOKAFKA: _sync(_consume_aiokafka),
@@ -385,13 +425,19 @@ CONSUMERS: dict[str, Callable[[str, str, int, int], int]] = {
 def measure_consume(
     client: str, bootstrap: str, topic: str, partitions: int, records: int, size: int
 ) -> Metrics:
-    """Child: `client` assigns every partition and reads `records` records from the start."""
+    """Child: `client` assigns every partition and reads `records` records from the start.
+
+    Throughput and CPU per record are the steady state, from the first record to the last;
+    start-up (construction, connecting, assigning, the first fetch) and close are reported
+    apart (``startup_s``, ``close_s``), as is the whole run (``whole_msg_per_s``)."""
     _prepare(client)
-    with Meter() as meter:
-        got = CONSUMERS[client](bootstrap, topic, partitions, records)
+    gc.collect()
+    phases = Phases()
+    phases.mark("created")
+    got = CONSUMERS[client](bootstrap, topic, partitions, records, phases)
     if got < records:
         raise RuntimeError(f"{client} read {got} records from {topic}, expected {records}")
-    return meter.throughput(records, size)
+    return phases.metrics(records, size)
 
 
 # -- latency: produce→ack and produce→consume at a steady rate ----------------------------

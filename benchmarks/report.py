@@ -99,7 +99,16 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     # suite: (metric key, header, format)
     "records": [("ns_per_record", "ns/record", ",.0f")],
     "produce": _THROUGHPUT,
-    "consume": _THROUGHPUT,
+    # steady state (first record to last); start-up and close apart, and the whole run
+    "consume": [
+        ("msg_per_s", "msg/s", ",.0f"),
+        ("mb_per_s", "MB/s", ",.1f"),
+        ("cpu_us_per_msg", "CPU µs/msg", ".2f"),
+        ("startup_s", "start-up s", ".2f"),
+        ("close_s", "close s", ".2f"),
+        ("whole_msg_per_s", "whole run msg/s", ",.0f"),
+        ("peak_rss_mib", "peak RSS MiB", ".0f"),
+    ],
     "latency": [
         ("p50_ms", "p50 ms", ",.2f"),
         ("p99_ms", "p99 ms", ",.2f"),

@@ -113,6 +113,41 @@ def test_the_mock_cluster_broker_runs_a_consume_cell_on_what_it_kept() -> None:
     assert kafkaio.metrics["msg_per_s"] > 0
 
 
+def test_consume_figures_are_the_steady_state_with_start_up_and_close_apart() -> None:
+    from benchmarks.isolate import Phases
+
+    phases = Phases()
+    # created at 0 s, first record at 2 s, the 1,001st (last) at 3 s, closed at 3.5 s
+    phases.marks = {
+        "created": (100.0, 10.0),
+        "first": (102.0, 10.5),
+        "last": (103.0, 11.0),
+        "closed": (103.5, 11.2),
+    }
+    metrics = phases.metrics(1001, 100)
+    assert metrics["msg_per_s"] == pytest.approx(1000.0)  # 1,000 records after the first, 1 s
+    assert metrics["cpu_us_per_msg"] == pytest.approx(500.0)  # 0.5 s of CPU for them
+    assert metrics["startup_s"] == pytest.approx(2.0)
+    assert metrics["close_s"] == pytest.approx(0.5)
+    assert metrics["whole_msg_per_s"] == pytest.approx(1001 / 3.5)
+    phases.marks.pop("last")
+    with pytest.raises(RuntimeError, match="never marked 'last'"):
+        phases.metrics(1001, 100)
+
+
+@pytest.mark.integration
+def test_every_consumer_reports_its_start_up_and_close_apart() -> None:
+    from benchmarks import bench_consume
+
+    rows = bench_consume.suite(20_000, {"none": 1})
+    assert {r.client for r in rows} == set(clients.available(bench_consume.CLIENTS))
+    for row in rows:
+        m = row.metrics
+        assert m["startup_s"] > 0 and m["close_s"] >= 0, row.client
+        # the whole run includes start-up and close, so it is slower than the steady state
+        assert m["whole_msg_per_s"] < m["msg_per_s"], row.client
+
+
 def test_without_a_consumer_a_latency_run_is_ready_at_the_first_ack_done_at_the_last() -> None:
     rec = clients.LatencyRecorder(payload(100), 3, consume=False)
     for seq in range(3):
