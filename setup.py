@@ -26,8 +26,10 @@ from typing import Any
 from setuptools import setup  # type: ignore[import-untyped]
 from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
-# The hot path: varints, Record, RecordBatch decoding and BatchBuilder. compression.py and
-# legacy.py stay interpreted (their time is spent in codec libraries or is rare).
+# The hot path: varints, Record, RecordBatch decoding and BatchBuilder, ConsumerRecord, and
+# the producer's per-record path (appender, accumulator, batches, futures, memory, sticky
+# partitioner). compression.py and legacy.py stay interpreted (their time is spent in codec
+# libraries or is rare).
 COMPILED_MODULES = [
     "kafkaio/records/varint.py",
     "kafkaio/records/record.py",
@@ -35,6 +37,12 @@ COMPILED_MODULES = [
     "kafkaio/records/builder.py",
     "kafkaio/consumer/record.py",
     "kafkaio/producer/murmur2.py",
+    "kafkaio/producer/future.py",
+    "kafkaio/producer/batch.py",
+    "kafkaio/producer/memory.py",
+    "kafkaio/producer/partitioner.py",
+    "kafkaio/producer/accumulator.py",
+    "kafkaio/producer/appender.py",
 ]
 
 _TRUE = ("1", "true", "yes", "on")
