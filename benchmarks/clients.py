@@ -21,6 +21,7 @@ from benchmarks.common import (
     MOCK,
     latency_summary,
     payload,
+    payloads,
     process_cpu_seconds,
     stamped,
     unstamp,
@@ -30,6 +31,7 @@ from benchmarks.report import CEILING, ORDERED_CEILING, note
 
 KAFKAIO = "kafkaio"
 KAFKAIO_ITER = "kafkaio (async for)"
+KAFKAIO_ENQUEUE = "kafkaio (await enqueue)"
 AIOKAFKA = "aiokafka"
 CONFLUENT = "confluent-kafka (sync)"
 CONFLUENT_AIO = "confluent-kafka (aio)"
@@ -45,6 +47,7 @@ _CEILING_MODULES = ("kafkaio.admin", "kafkaio.net", "kafkaio.protocol.messages",
 _IMPORTS = {
     KAFKAIO: _KAFKAIO_MODULES,
     KAFKAIO_ITER: _KAFKAIO_MODULES,
+    KAFKAIO_ENQUEUE: _KAFKAIO_MODULES,
     AIOKAFKA: ("aiokafka",),
     CONFLUENT: ("confluent_kafka",),
     CONFLUENT_AIO: ("confluent_kafka.aio",),
@@ -113,25 +116,58 @@ AIOKAFKA_NO_IDEMPOTENCE = (
 )
 
 
-async def _produce_kafkaio(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+async def _produce_kafkaio(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
+    """produce() without awaiting; a record it cannot buffer now (WouldBlockError: the
+    buffer is full) goes to enqueue(), which waits for room. The loop awaits once every
+    1,024 records besides, as an application awaits its sources (confluent-kafka's loop
+    calls poll(0) every 1,000)."""
+    from kafkaio.producer import WouldBlockError
+
+    async with _kafkaio_producer(bootstrap, spec) as producer:
+        await producer.send(topic, b"warm-up")
+        produce, enqueue = producer.produce, producer.enqueue
+        n = len(values)
+        for i in range(spec.records):
+            try:
+                produce(topic, values[i % n])
+            except WouldBlockError:
+                await enqueue(topic, values[i % n])
+            if not i & 1023:
+                await asyncio.sleep(0)
+        await producer.flush()
+
+
+async def _produce_kafkaio_enqueue(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
+    """Every record through ``await enqueue()`` (the coroutine API)."""
+    async with _kafkaio_producer(bootstrap, spec) as producer:
+        await producer.send(topic, b"warm-up")
+        enqueue = producer.enqueue
+        n = len(values)
+        for i in range(spec.records):
+            await enqueue(topic, values[i % n])
+        await producer.flush()
+
+
+def _kafkaio_producer(bootstrap: str, spec: ProduceSpec) -> Any:
     from kafkaio.producer import Producer
 
-    async with Producer(
+    return Producer(
         bootstrap,
         acks=spec.acks,
         compression_type=spec.codec,
         linger_ms=spec.linger_ms,
         batch_size=spec.batch_size,
         enable_idempotence=spec.acks == "all",
-    ) as producer:
-        await producer.send(topic, b"warm-up")
-        enqueue = producer.enqueue
-        for _ in range(spec.records):
-            await enqueue(topic, value)
-        await producer.flush()
+    )
 
 
-async def _produce_aiokafka(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+async def _produce_aiokafka(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError as AioKafkaError
 
@@ -156,8 +192,9 @@ async def _produce_aiokafka(bootstrap: str, topic: str, value: bytes, spec: Prod
     try:
         await (await producer.send(topic, b"warm-up"))
         send = producer.send
-        for _ in range(spec.records):
-            await send(topic, value)
+        n = len(values)
+        for i in range(spec.records):
+            await send(topic, values[i % n])
         await producer.flush()
     finally:
         await producer.stop()
@@ -175,17 +212,18 @@ def _confluent_producer_conf(bootstrap: str, spec: ProduceSpec) -> dict[str, Any
     }
 
 
-def _produce_confluent(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+def _produce_confluent(bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec) -> None:
     from confluent_kafka import Producer
 
     producer = Producer(_confluent_producer_conf(bootstrap, spec))
     producer.produce(topic, b"warm-up")
     producer.flush(30)
     produce, poll = producer.produce, producer.poll
+    n = len(values)
     for i in range(spec.records):
         while True:
             try:
-                produce(topic, value)
+                produce(topic, values[i % n])
                 break
             except BufferError:
                 poll(0.001)
@@ -196,7 +234,7 @@ def _produce_confluent(bootstrap: str, topic: str, value: bytes, spec: ProduceSp
 
 
 async def _produce_confluent_aio(
-    bootstrap: str, topic: str, value: bytes, spec: ProduceSpec
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
 ) -> None:
     from confluent_kafka.aio import AIOProducer
 
@@ -204,14 +242,17 @@ async def _produce_confluent_aio(
     try:
         await (await producer.produce(topic, b"warm-up"))
         produce = producer.produce
-        for _ in range(spec.records):
-            await produce(topic, value)
+        n = len(values)
+        for i in range(spec.records):
+            await produce(topic, values[i % n])
         await producer.flush()
     finally:
         await producer.close()
 
 
-def _produce_kafka_python(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+def _produce_kafka_python(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
@@ -225,8 +266,9 @@ def _produce_kafka_python(bootstrap: str, topic: str, value: bytes, spec: Produc
     try:
         producer.send(topic, b"warm-up").get(30)
         send = producer.send
-        for _ in range(spec.records):
-            send(topic, value)
+        n = len(values)
+        for i in range(spec.records):
+            send(topic, values[i % n])
         producer.flush(120)
     finally:
         producer.close()
@@ -239,8 +281,9 @@ def _sync(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     return run
 
 
-PRODUCERS: dict[str, Callable[[str, str, bytes, ProduceSpec], None]] = {
+PRODUCERS: dict[str, Callable[[str, str, list[bytes], ProduceSpec], None]] = {
     KAFKAIO: _sync(_produce_kafkaio),
+    KAFKAIO_ENQUEUE: _sync(_produce_kafkaio_enqueue),
     AIOKAFKA: _sync(_produce_aiokafka),
     CONFLUENT: _produce_confluent,
     CONFLUENT_AIO: _sync(_produce_confluent_aio),
@@ -256,9 +299,9 @@ def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) 
         return measure_ceiling(bootstrap, topic, spec)
     if client == ORDERED_CEILING:
         return measure_ceiling(bootstrap, topic, spec, in_flight=1)
-    value = payload(spec.size)
+    values = payloads(spec.size)
     with Meter() as meter:
-        PRODUCERS[client](bootstrap, topic, value, spec)
+        PRODUCERS[client](bootstrap, topic, values, spec)
     return meter.throughput(spec.records, spec.size)
 
 

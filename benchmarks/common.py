@@ -1,6 +1,6 @@
 """What every suite shares: the broker (embedded Tansu, librdkafka's mock cluster or an
-external cluster), topics, payloads with an embedded send timestamp, filling a topic, and
-latency percentiles.
+external cluster), topics, payloads (1,024 distinct values per run, and values with an
+embedded send timestamp), filling a topic, and latency percentiles.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import struct
 import time
 import uuid
@@ -191,10 +192,58 @@ def pin_broker(pid: int | None) -> frozenset[int] | None:
 # -- payloads ------------------------------------------------------------------------------
 
 
+# Distinct record values per run: every produce loop cycles through them (``values[i & MASK]``)
+PAYLOADS = 1024
+MASK = PAYLOADS - 1
+_EVENTS = (b"page_view", b"click", b"add_to_cart", b"checkout", b"search", b"login")
+_PAGES = (b"products", b"cart", b"search", b"account", b"orders", b"help")
+
+
+def _event(rng: random.Random, n: int) -> bytes:
+    """One JSON event as applications log them: the same field names, ids, timestamps,
+    enums and a random session token."""
+    return (
+        b'{"id":%d,"user":"user-%05d","event":"%s","ts":%d,"page":"/%s/%d",'
+        b'"session":"%s","amount":%d.%02d,"ok":%s}'
+        % (
+            n,
+            rng.randrange(100_000),
+            rng.choice(_EVENTS),
+            1_764_000_000_000 + rng.randrange(86_400_000),
+            rng.choice(_PAGES),
+            rng.randrange(10_000),
+            b"%016x" % rng.getrandbits(64),
+            rng.randrange(1000),
+            rng.randrange(100),
+            rng.choice((b"true", b"false")),
+        )
+    )
+
+
+def payloads(size: int, count: int = PAYLOADS, seed: int = 1) -> list[bytes]:
+    """`count` distinct values of `size` bytes that compress as real data does (JSON
+    events, one per line, cut to `size`): lz4 and zstd gain what they gain on application
+    logs, not what they gain on one value repeated. The same values for every client.
+    Large values come fewer (at most 64 MiB in all)."""
+    count = max(1, min(count, (64 << 20) // max(size, 1)))
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        lines = []
+        length = 0
+        n = i
+        while length <= size:
+            line = _event(rng, n)
+            lines.append(line)
+            length += len(line) + 1
+            n += count
+        out.append(b"\n".join(lines)[:size])
+    return out
+
+
 def payload(size: int) -> bytes:
-    """Half random-looking, half repetitive: compressible, but not trivially."""
-    half = size // 2
-    return (uuid.uuid4().hex * (half // 32 + 1))[:half].encode() + b"a" * (size - half)
+    """One value of `size` bytes (the first of `payloads`), where one is enough."""
+    return payloads(size, 1)[0]
 
 
 _STAMP = struct.Struct(">qq")  # send time (perf_counter_ns), sequence number
@@ -243,12 +292,12 @@ def fill(
             "queue.buffering.max.messages": 1_000_000,
         }
     )
-    value = payload(size)
+    values = payloads(size)
     produce, poll = producer.produce, producer.poll
     for i in range(count):
         while True:
             try:
-                produce(topic, value, partition=i % partitions)
+                produce(topic, values[i & MASK], partition=i % partitions)
                 break
             except BufferError:
                 poll(0.05)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
+LIBRDKAFKA = "confluent-kafka (sync)"  # the second ratio: librdkafka's own API
 CEILING = "broker ceiling"  # produce pseudo-client: on the chart a line per case, not a bar
 # the same with one request in flight: the most a client that keeps one batch per partition
 # in flight (for order, as aiokafka does) can get from this broker; a dotted line
@@ -157,24 +158,28 @@ def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
 
 
 def suite_table(rows: Sequence[Row]) -> str:
-    """One markdown table; for throughput and latency, each client's ratio to aiokafka."""
+    """One markdown table; for throughput and latency, each client's ratio to aiokafka and
+    to librdkafka (confluent-kafka's sync client) in the same run."""
     suite = rows[0].suite
     columns = _COLUMNS[suite]
     ratio_key = _RATIO.get(suite)
     header = ["case", "client", *(h for _, h, _ in columns)]
-    if ratio_key:
-        header.append(f"vs {BASELINE}")
-    if ratio_key and ratio_key != "msg_per_s":
-        header[-1] = f"vs {BASELINE} (lower is better)"
+    references = [BASELINE, LIBRDKAFKA] if ratio_key else []
+    references = [ref for ref in references if any(r.client == ref for r in rows)]
+    lower = " (lower is better)" if ratio_key and ratio_key != "msg_per_s" else ""
+    header += [f"vs {'librdkafka' if ref == LIBRDKAFKA else ref}{lower}" for ref in references]
     header.append("runs")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
-    base = {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == BASELINE}
+    bases = [
+        {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == ref}
+        for ref in references
+    ]
     for r in rows:
         cells = [r.case, r.client]
         cells += [format(r.metrics[k], f) if k in r.metrics else "" for k, _, f in columns]
-        if ratio_key:
+        for base in bases:
             theirs = base.get(r.case)
-            ours = r.metrics.get(ratio_key)
+            ours = r.metrics.get(ratio_key or "")
             cells.append(f"{ours / theirs:.2f}x" if theirs and ours else "")
         cells.append(str(len(r.runs) or 1))
         lines.append("| " + " | ".join(cells) + " |")
