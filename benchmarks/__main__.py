@@ -1,11 +1,12 @@
 """Run every benchmark: ``python -m benchmarks [--quick] [--out DIR] [--only SUITE]
-[--docs-chart PATH] [--broker mock | --bootstrap HOST:PORT]`` (``make bench``).
+[--docs-chart PATH] [--broker tansu|apache|mock | --bootstrap HOST:PORT]`` (``make bench``).
 
 Prints each suite's table and writes results.json, results.md and results.png (when
 matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` copies the
-chart. Every client runs against the same broker (an embedded Tansu; ``--broker mock``:
-librdkafka's mock cluster; ``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external
-cluster), with the same N and settings.
+chart. Every client runs against the same broker (an embedded Tansu; ``--broker apache``:
+one Apache Kafka broker started for the run; ``--broker mock``: librdkafka's mock cluster;
+``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external cluster), with the same N and
+settings.
 About 25 minutes on a shared 2-core machine; ``--quick`` under 2.
 """
 
@@ -26,7 +27,7 @@ from benchmarks import (
     bench_rebalance,
     bench_records,
 )
-from benchmarks.common import BOOTSTRAP_ENV, MOCK
+from benchmarks.common import BOOTSTRAP_ENV, BROKERS
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
 SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory")
@@ -101,10 +102,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--broker",
-        choices=("tansu", MOCK),
+        choices=BROKERS,
         default=None,
-        help="the embedded broker: tansu (the default) or librdkafka's mock cluster, whose "
-        "brokers do little work per request",
+        help="the broker started for the run: tansu (the default, embedded, in memory), "
+        "apache (one Apache Kafka broker, as the tests start it: Java 17+ and the jars "
+        "from Maven Central, `make kafka-jars`) or mock (librdkafka's mock cluster, whose "
+        "brokers do little work per request)",
     )
     args = parser.parse_args(argv)
     if args.broker is not None:
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
                 "--broker picks an embedded broker: leave out --bootstrap (and "
                 f"${BOOTSTRAP_ENV}) with it"
             )
-        args.bootstrap = MOCK if args.broker == MOCK else None
+        args.bootstrap = None if args.broker == "tansu" else args.broker
     env = environment(args.bootstrap)
     env["mode"] = f"{'quick' if args.quick else 'full'}" + (
         f", {args.runs} run(s) per main cell" if args.runs else ""
