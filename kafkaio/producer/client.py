@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -57,7 +56,7 @@ from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.shell import ClientShell, Lifecycle, close_timeout_ms
+from kafkaio.runtime.shell import AsyncClient, ClientShell, Lifecycle, close_timeout_ms
 from kafkaio.serde.base import FieldCodec, SerializationContext, located, serialize_now, to_bytes
 from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
@@ -93,7 +92,7 @@ _RUNNING = Lifecycle.RUNNING
 _ID_FATAL = IdState.FATAL
 
 
-class Producer:
+class Producer(AsyncClient):
     """An asynchronous Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
 
     ``await p.send(topic, value, key=...)`` returns the RecordMetadata once the broker acked;
@@ -245,18 +244,6 @@ class Producer:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     async def start(self) -> None:
         """Start the network task and load cluster metadata: raises BootstrapError when no
         broker answers within max_block_ms (a fatal error, such as a refused login, as it
@@ -328,6 +315,12 @@ class Producer:
             )
             if left:
                 log.warning("producer closed with %d undelivered records (failed)", left)
+            for interceptor in self.config.interceptors:  # as Java's ProducerInterceptor.close
+                if callable(getattr(interceptor, "close", None)):
+                    try:
+                        interceptor.close()
+                    except Exception:
+                        log.exception("interceptor %r failed in close", interceptor)
 
         await self._shell.close(None, flush, fail_undelivered)
         log.info("producer closed")
