@@ -18,6 +18,7 @@ The compiled modules shadow the .py files of the same name.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -109,7 +110,16 @@ def _ext_modules() -> list[Any]:
         # library at the top of site-packages).
         # The build environment has mypy but not kafkaio's dependencies (anyio...), which
         # the compiled modules do not use: check only the compiled modules themselves.
-        options = ["--ignore-missing-imports", "--follow-imports=silent"]
+        # A cache of its own, emptied first: mypyc's incremental build from a cache written
+        # before an edit (or by `mypy` itself) can fail (ValueError in emit_undefined_attr_check
+        # after a method was removed from a compiled class).
+        cache = Path("build") / "mypyc-cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        options = [
+            "--ignore-missing-imports",
+            "--follow-imports=silent",
+            f"--cache-dir={cache}",
+        ]
         modules = list(mypycify(options + COMPILED_MODULES, opt_level="3", separate=True))
     except BaseException as exc:  # mypyc reports type errors with SystemExit
         if isinstance(exc, KeyboardInterrupt):
