@@ -7,7 +7,8 @@ chart. Every client runs against the same broker (an embedded Tansu; ``--broker 
 one Apache Kafka broker started for the run; ``--broker mock``: librdkafka's mock cluster;
 ``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external cluster), with the same N and
 settings.
-About 25 minutes on a shared 2-core machine; ``--quick`` under 2.
+About 40 minutes on a shared 2-core machine (the scale suite about 15 of them); ``--quick``
+under 4.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from benchmarks import (
     bench_produce,
     bench_rebalance,
     bench_records,
+    bench_scale,
 )
 from benchmarks.common import BOOTSTRAP_ENV, BROKERS
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
-SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory")
+SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "scale")
 
 
 def records_rows() -> list[Row]:
@@ -61,6 +63,8 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
     rebalance_cases = bench_rebalance.QUICK_CASES if quick else bench_rebalance.CASES
     settle = 1.0 if quick else bench_rebalance.SETTLE_S
     scale = (1_000_000,) if quick else (1_000_000, 10_000_000)
+    scale_n = 20_000 if quick else 200_000
+    scale_curves = ("partitions",) if quick else bench_scale.CURVES
     return {
         "records": ("Record codec: ns per record, one batch of 1,000 records.", records_rows),
         "produce": (
@@ -68,8 +72,8 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
             lambda: bench_produce.suite(produce_cases, bootstrap),
         ),
         "consume": (
-            bench_consume.describe(consume_n, consume_runs),
-            lambda: bench_consume.suite(consume_n, consume_runs, bootstrap),
+            bench_consume.describe(consume_n, consume_runs, bench_consume.MODES),
+            lambda: bench_consume.suite(consume_n, consume_runs, bootstrap, bench_consume.MODES),
         ),
         "latency": (
             bench_latency.describe(seconds),
@@ -82,6 +86,14 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
         "memory": (
             bench_memory.describe(scale),
             lambda: bench_memory.suite(scale=scale, bootstrap=bootstrap),
+        ),
+        "scale": (
+            " ".join(bench_scale.describe(c, scale_n, 1) for c in scale_curves),
+            lambda: [
+                row
+                for curve in scale_curves
+                for row in bench_scale.suite(curve, scale_n, 1, bootstrap)
+            ],
         ),
     }
 
@@ -133,8 +145,8 @@ def main(argv: list[str] | None = None) -> None:
         suite_rows = run()
         rows += suite_rows
         print(f"\n## {name} ({time.perf_counter() - start:.0f} s)\n\n{description}\n")
-        if suite_rows:
-            print(suite_table(suite_rows))
+        for kind in dict.fromkeys(r.suite for r in suite_rows):  # the scale suite has two
+            print(suite_table([r for r in suite_rows if r.suite == kind]))
     print(f"\nTotal: {time.perf_counter() - total:.0f} s")
     for text in sorted(NOTES):
         print(f"\nNote: {text}.")

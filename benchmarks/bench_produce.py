@@ -2,14 +2,15 @@
 the broker ceilings (pre-built batches, 5 or 1 requests in flight, see ceiling.py), each in
 a fresh child process against the same broker (a fresh embedded Tansu per run).
 
-Run ``python -m benchmarks.bench_produce [-n N] [--runs R] [--quick]``; prints a markdown
+Run ``python -m benchmarks.bench_produce [-n N] [--runs R] [--quick] [--case SIZE,CODEC,ACKS]
+[--client NAME]``; prints a markdown
 table (msg/s, MB/s, client CPU µs/record incl. librdkafka's threads, peak RSS of the child).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchmarks import clients
 from benchmarks.clients import ProduceSpec
@@ -22,6 +23,8 @@ CLIENTS = (
     clients.KAFKAIO,
     clients.KAFKAIO_ENQUEUE,
     *clients.PEERS[1:],
+    clients.CONFLUENT_5,
+    clients.JAVA,
     clients.CEILING,
     clients.ORDERED_CEILING,
 )
@@ -68,9 +71,12 @@ def measure(broker: BenchBroker, client: str, case: Case) -> Metrics:
     return run_isolated(clients.measure_produce, client, broker.bootstrap, topic, spec)
 
 
-def suite(case_list: list[Case], bootstrap: str | None = None) -> list[Row]:
-    """Every client on every case, `case.runs` times with the clients interleaved; medians."""
-    names = clients.available(CLIENTS, bootstrap)
+def suite(
+    case_list: list[Case], bootstrap: str | None = None, only: tuple[str, ...] = CLIENTS
+) -> list[Row]:
+    """Every client (of `only`) on every case, `case.runs` times with the clients
+    interleaved; medians."""
+    names = clients.available(tuple(c for c in CLIENTS if c in only), bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     with BenchBroker(bootstrap) as broker:
         rounds = max(c.runs for c in case_list)
@@ -105,11 +111,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-n", "--records", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="two cases, one run")
+    parser.add_argument(
+        "--case",
+        action="append",
+        metavar="SIZE,CODEC,ACKS",
+        help="only these cases (e.g. 100,lz4,1); the full mode's record counts and runs",
+    )
+    parser.add_argument(
+        "--client", action="append", choices=CLIENTS, help="only these clients (repeatable)"
+    )
     add_broker_argument(parser)
     args = parser.parse_args(argv)
     case_list = cases(args.quick, args.records, args.runs)
+    if args.case:
+        wanted = [tuple(c.split(",")) for c in args.case]
+        case_list = [c for c in case_list if (str(c.size), c.codec, c.acks) in wanted]
+        if args.runs:  # --runs applies to every chosen case
+            case_list = [replace(c, runs=args.runs) for c in case_list]
     print(describe(case_list))
-    print(suite_table(suite(case_list, args.bootstrap)))
+    only = tuple(args.client) if args.client else CLIENTS
+    print(suite_table(suite(case_list, args.bootstrap, only)))
     for text in sorted(NOTES):
         print(f"\nNote: {text}.")
 

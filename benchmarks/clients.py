@@ -6,6 +6,7 @@ child process of one measurement (see isolate.py); the suites only pick names.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib
 import threading
@@ -16,6 +17,7 @@ from typing import Any
 
 from benchmarks.ceiling import measure_ceiling
 from benchmarks.common import (
+    APACHE,
     GROUP_HEARTBEAT_MS,
     GROUP_SESSION_TIMEOUT_MS,
     MOCK,
@@ -35,6 +37,10 @@ KAFKAIO_ENQUEUE = "kafkaio (await enqueue)"
 AIOKAFKA = "aiokafka"
 CONFLUENT = "confluent-kafka (sync)"
 CONFLUENT_AIO = "confluent-kafka (aio)"
+# librdkafka with the in-flight limit of kafkaio and Java (5; librdkafka's own default without
+# idempotence is 1,000,000): how much of its lead on one partition is deeper pipelining
+CONFLUENT_5 = "confluent-kafka (sync, 5 in flight)"
+JAVA = "Java (kafka-clients)"  # Kafka's perf tools in a JVM: the reference on Apache Kafka
 KAFKA_PYTHON = "kafka-python"
 PEERS = (KAFKAIO, AIOKAFKA, CONFLUENT, CONFLUENT_AIO, KAFKA_PYTHON)  # kafkaio first
 # CEILING ("broker ceiling") and ORDERED_CEILING (one request in flight), from report:
@@ -48,9 +54,11 @@ _IMPORTS = {
     KAFKAIO: _KAFKAIO_MODULES,
     KAFKAIO_ITER: _KAFKAIO_MODULES,
     KAFKAIO_ENQUEUE: _KAFKAIO_MODULES,
+    JAVA: (),
     AIOKAFKA: ("aiokafka",),
     CONFLUENT: ("confluent_kafka",),
     CONFLUENT_AIO: ("confluent_kafka.aio",),
+    CONFLUENT_5: ("confluent_kafka",),
     KAFKA_PYTHON: ("kafka",),
     CEILING: _CEILING_MODULES,
     ORDERED_CEILING: _CEILING_MODULES,
@@ -67,12 +75,24 @@ UNABLE = {
 }
 
 
+def _java_unable(broker: str | None) -> str | None:
+    """Why the Java row is not measured on `broker` (None: it is)."""
+    if broker != APACHE:
+        return f"{JAVA}: the JVM reference row is measured on Apache Kafka (--broker apache)"
+    from benchmarks import java
+
+    reason = java.unavailable_reason()
+    return None if reason is None else f"{JAVA} is not measured: {reason}"
+
+
 def available(names: tuple[str, ...], broker: str | None = None) -> tuple[str, ...]:
     """The clients of `names` whose library is installed and that can use `broker` (a
     BenchBroker spec); a note for each one left out."""
     out = []
     for name in names:
         unable = UNABLE.get((broker, name))
+        if name == JAVA:
+            unable = _java_unable(broker)
         if unable is not None:
             note(unable)
             continue
@@ -212,10 +232,19 @@ def _confluent_producer_conf(bootstrap: str, spec: ProduceSpec) -> dict[str, Any
     }
 
 
-def _produce_confluent(bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec) -> None:
+def _produce_confluent(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    spec: ProduceSpec,
+    in_flight: int | None = None,
+) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer(_confluent_producer_conf(bootstrap, spec))
+    conf = _confluent_producer_conf(bootstrap, spec)
+    if in_flight is not None:
+        conf["max.in.flight.requests.per.connection"] = in_flight
+    producer = Producer(conf)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
     produce, poll = producer.produce, producer.poll
@@ -286,6 +315,7 @@ PRODUCERS: dict[str, Callable[[str, str, list[bytes], ProduceSpec], None]] = {
     KAFKAIO_ENQUEUE: _sync(_produce_kafkaio_enqueue),
     AIOKAFKA: _sync(_produce_aiokafka),
     CONFLUENT: _produce_confluent,
+    CONFLUENT_5: functools.partial(_produce_confluent, in_flight=5),
     CONFLUENT_AIO: _sync(_produce_confluent_aio),
     KAFKA_PYTHON: _produce_kafka_python,
 }
@@ -299,6 +329,13 @@ def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) 
         return measure_ceiling(bootstrap, topic, spec)
     if client == ORDERED_CEILING:
         return measure_ceiling(bootstrap, topic, spec, in_flight=1)
+    if client == JAVA:
+        from benchmarks import java
+
+        return java.produce(
+            bootstrap, topic, spec.size, spec.codec, spec.acks, spec.records,
+            spec.linger_ms, spec.batch_size,
+        )
     values = payloads(spec.size)
     with Meter() as meter:
         PRODUCERS[client](bootstrap, topic, values, spec)
@@ -309,13 +346,23 @@ def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) 
 
 
 async def _consume_kafkaio(
-    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
 ) -> int:
     from kafkaio import Consumer, TopicPartition
 
     n = 0
-    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    async with Consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **_group_options(group)
+    ) as consumer:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             batches = await consumer.getmany(timeout_ms=1000)
             if batches:
@@ -329,13 +376,23 @@ async def _consume_kafkaio(
 
 
 async def _consume_kafkaio_iter(
-    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
 ) -> int:
     from kafkaio import Consumer, TopicPartition
 
     n = 0
-    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    async with Consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **_group_options(group)
+    ) as consumer:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         async for r in consumer:
             if n == 0:
                 phases.first()
@@ -348,15 +405,25 @@ async def _consume_kafkaio_iter(
 
 
 async def _consume_aiokafka(
-    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
 ) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     n = 0
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **_group_options(group)
+    )
     await consumer.start()
     try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             batches = await consumer.getmany(timeout_ms=1000)
             if batches:
@@ -371,25 +438,54 @@ async def _consume_aiokafka(
     return n
 
 
-def _confluent_consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+def _group_options(group: str | None) -> dict[str, Any]:
+    """A group member's options for kafkaio and aiokafka (none for assign mode): the group,
+    the benchmarks' session timeouts (see common.GROUP_SESSION_TIMEOUT_MS), no auto-commit."""
+    if not group:
+        return {}
     return {
+        "group_id": group,
+        "session_timeout_ms": GROUP_SESSION_TIMEOUT_MS,
+        "heartbeat_interval_ms": GROUP_HEARTBEAT_MS,
+        "enable_auto_commit": False,
+    }
+
+
+def _confluent_consumer_conf(
+    bootstrap: str, group: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    conf = {
         "bootstrap.servers": bootstrap,
-        "group.id": f"bench-{time.monotonic_ns()}",  # required, unused with assign()
+        "group.id": group or f"bench-{time.monotonic_ns()}",  # required, unused by assign()
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         **extra,
     }
+    if group:
+        conf["session.timeout.ms"] = GROUP_SESSION_TIMEOUT_MS
+        conf["heartbeat.interval.ms"] = GROUP_HEARTBEAT_MS
+    return conf
 
 
 def _consume_confluent(
-    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
 ) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer(_confluent_consumer_conf(bootstrap))
+    consumer = Consumer(_confluent_consumer_conf(bootstrap, group))
     n = 0
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign(
+                [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+            )
         while n < wanted:
             messages = consumer.consume(num_messages=1000, timeout=1.0)
             if messages:
@@ -405,17 +501,25 @@ def _consume_confluent(
 
 
 async def _consume_confluent_aio(
-    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
 ) -> int:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     from confluent_kafka.aio import AIOConsumer
 
-    consumer = AIOConsumer(_confluent_consumer_conf(bootstrap))
+    consumer = AIOConsumer(_confluent_consumer_conf(bootstrap, group))
     n = 0
     try:
-        await consumer.assign(
-            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
-        )
+        if group:
+            await consumer.subscribe([topic])
+        else:
+            await consumer.assign(
+                [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+            )
         while n < wanted:
             messages = await consumer.consume(num_messages=1000, timeout=1.0)
             if messages:
@@ -431,16 +535,27 @@ async def _consume_confluent_aio(
 
 
 def _consume_kafka_python(
-    bootstrap: str, topic: str, partitions: int, wanted: int, phases: Phases
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
 ) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **({"group_id": group} if group else {}),
     )
     n = 0
     try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             polled = consumer.poll(timeout_ms=1000)
             if polled:
@@ -455,7 +570,7 @@ def _consume_kafka_python(
     return n
 
 
-CONSUMERS: dict[str, Callable[[str, str, int, int, Phases], int]] = {
+CONSUMERS: dict[str, Callable[..., int]] = {
     KAFKAIO: _sync(_consume_kafkaio),
     KAFKAIO_ITER: _sync(_consume_kafkaio_iter),
     AIOKAFKA: _sync(_consume_aiokafka),
@@ -466,18 +581,31 @@ CONSUMERS: dict[str, Callable[[str, str, int, int, Phases], int]] = {
 
 
 def measure_consume(
-    client: str, bootstrap: str, topic: str, partitions: int, records: int, size: int
+    client: str,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    size: int,
+    group: str | None = None,
 ) -> Metrics:
-    """Child: `client` assigns every partition and reads `records` records from the start.
+    """Child: `client` assigns every partition (or, with `group`, subscribes as the only
+    member of that new group) and reads `records` records from the start.
 
     Throughput and CPU per record are the steady state, from the first record to the last;
     start-up (construction, connecting, assigning, the first fetch) and close are reported
     apart (``startup_s``, ``close_s``), as is the whole run (``whole_msg_per_s``)."""
+    if client == JAVA:
+        from benchmarks import java
+
+        if group is None:
+            raise ValueError(f"{JAVA} consumes as a group member only (ConsumerPerformance)")
+        return java.consume(bootstrap, topic, records, size, group)
     _prepare(client)
     gc.collect()
     phases = Phases()
     phases.mark("created")
-    got = CONSUMERS[client](bootstrap, topic, partitions, records, phases)
+    got = CONSUMERS[client](bootstrap, topic, partitions, records, phases, group)
     if got < records:
         raise RuntimeError(f"{client} read {got} records from {topic}, expected {records}")
     return phases.metrics(records, size)

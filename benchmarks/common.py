@@ -196,12 +196,16 @@ def _start_mock() -> MockCluster:
 
 
 def add_broker_argument(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap`` of a suite's own command line: a BenchBroker spec."""
+    """``--broker`` (or ``--bootstrap``) of a suite's own command line: a BenchBroker
+    spec, in ``args.bootstrap``."""
     parser.add_argument(
+        "--broker",
         "--bootstrap",
+        dest="bootstrap",
         default=None,
-        help=f"external cluster (HOST:PORT), {APACHE!r} for an Apache Kafka broker started "
-        f"for the run, or {MOCK!r} for the mock cluster",
+        type=lambda spec: None if spec == "tansu" else spec,
+        help=f"tansu (the default, embedded), {APACHE!r} for an Apache Kafka broker started "
+        f"for the run, {MOCK!r} for the mock cluster, or an external cluster's HOST:PORT",
     )
 
 

@@ -77,7 +77,7 @@ def _child(
     logging.disable(logging.ERROR)
     try:
         metrics = dict(target(*args))
-        metrics["peak_rss_mib"] = peak_rss_mib()
+        metrics.setdefault("peak_rss_mib", peak_rss_mib())  # a JVM child reports its own
         sender.send(("ok", metrics, sorted(report.NOTES)))
     except BaseException:
         sender.send(("error", traceback.format_exc(), sorted(report.NOTES)))

@@ -134,6 +134,9 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("msg_per_s", "msg/s", ",.0f"),
     ],
 }
+# the scale curves' tables (bench_scale): the produce and consume columns
+_COLUMNS["scale: produce"] = _COLUMNS["produce"]
+_COLUMNS["scale: consume"] = _COLUMNS["consume"]
 # the ratio column: kafkaio's value / aiokafka's (higher is better for msg/s, lower for
 # ns/record and latency)
 _RATIO = {
@@ -141,6 +144,8 @@ _RATIO = {
     "produce": "msg_per_s",
     "consume": "msg_per_s",
     "latency": "p99_ms",
+    "scale: produce": "msg_per_s",
+    "scale: consume": "msg_per_s",
 }
 
 

@@ -226,3 +226,33 @@ def test_the_broker_gets_a_core_of_its_own_and_the_clients_the_others() -> None:
     child = run_isolated(_own_cores, cpus=clients_cores)
     assert {key for key in child if key.startswith("core_")} == {f"core_{c}" for c in cores[:-1]}
     assert pin_broker(None) is None  # an external cluster: nothing to pin
+
+
+@pytest.mark.integration
+def test_group_mode_reads_every_record_as_the_only_member_of_a_new_group() -> None:
+    from benchmarks import bench_consume
+
+    only = (clients.KAFKAIO, clients.CONFLUENT)
+    rows = bench_consume.suite(5000, {"none": 1}, modes=("group",), only=only)
+    assert {(r.case, r.client) for r in rows} == {("100 B, none, group", c) for c in only}
+    assert all(r.metrics["msg_per_s"] > 0 for r in rows)
+
+
+def test_the_java_row_is_measured_on_apache_kafka_only() -> None:
+    from benchmarks.report import NOTES
+
+    assert clients.available((clients.JAVA,), None) == ()
+    assert any("measured on Apache Kafka" in text for text in NOTES)
+
+
+def test_scale_records_cycle_through_every_topic_and_key() -> None:
+    from benchmarks import bench_scale
+
+    targets = bench_scale._targets(["a", "b", "c"], keyed=True)
+    # every (topic, key) pair once per cycle: 3 topics x 1,024 keys, gcd 1
+    assert len(targets) == 3 * bench_scale.KEYS == len(set(targets))
+    assert bench_scale._targets(["a", "b"], keyed=False) == [("a", None), ("b", None)]
+    sizes = bench_scale.points("sizes", 200_000)
+    # about 100 MB per point, at most N records, at least 100
+    assert [p.records for p in sizes] == [200_000, 200_000, 100_000, 10_000, 1_000, 100]
+    assert all(p.keyed and p.consume for p in bench_scale.points("partitions", 10))
