@@ -1,5 +1,6 @@
 """Run every benchmark: ``python -m benchmarks [--quick] [--out DIR] [--only SUITE]
-[--docs-chart PATH] [--broker tansu|apache|mock | --bootstrap HOST:PORT]`` (``make bench``).
+[--docs-chart PATH] [--broker tansu|apache|mock | --bootstrap HOST:PORT]`` (``make bench``); the
+Spark suite only with ``--only spark``.
 
 Prints each suite's table and writes results.json, results.md and results.png (when
 matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` copies the
@@ -28,11 +29,15 @@ from benchmarks import (
     bench_rebalance,
     bench_records,
     bench_scale,
+    bench_spark,
 )
-from benchmarks.common import BOOTSTRAP_ENV, BROKERS
+from benchmarks.common import APACHE, BOOTSTRAP_ENV, BROKERS, MOCK
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
-SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "scale")
+SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "scale", "spark")
+# spark (format("kafkaio") against Spark's Kafka connector on Apache Kafka, about 35 minutes)
+# runs only when asked for: --only spark
+DEFAULT_SUITES = tuple(s for s in SUITES if s != "spark")
 
 
 def records_rows() -> list[Row]:
@@ -65,6 +70,8 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
     scale = (1_000_000,) if quick else (1_000_000, 10_000_000)
     scale_n = 20_000 if quick else 200_000
     scale_curves = ("partitions",) if quick else bench_scale.CURVES
+    spark_records = 200_000 if quick else 5_000_000
+    spark_runs = runs or (1 if quick else 3)
     return {
         "records": ("Record codec: ns per record, one batch of 1,000 records.", records_rows),
         "produce": (
@@ -94,6 +101,14 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
                 for curve in scale_curves
                 for row in bench_scale.suite(curve, scale_n, 1, bootstrap)
             ],
+        ),
+        # Apache Kafka of its own (an external cluster with --bootstrap), never Tansu or the
+        # mock cluster: Spark's connector needs a real broker
+        "spark": (
+            bench_spark.describe(spark_records, spark_runs),
+            lambda: bench_spark.suite(
+                spark_records, spark_runs, None if bootstrap in (None, MOCK, APACHE) else bootstrap
+            ),
         ),
     }
 
@@ -139,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[Row] = []
     total = time.perf_counter()
     for name, (description, run) in plan(args.quick, args.runs, args.bootstrap).items():
-        if args.only and name not in args.only:
+        if name not in (args.only or DEFAULT_SUITES):
             continue
         start = time.perf_counter()
         suite_rows = run()

@@ -126,6 +126,16 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("leave_pause_ms", "leave: group pause ms", ",.0f"),
         ("leave_gap_ms", "leave: longest partition gap ms", ",.0f"),
     ],
+    "spark": [
+        ("rows_per_s", "rows/s", ",.0f"),
+        ("mb_per_s", "MB/s", ",.1f"),
+        ("exec_cpu_us_per_row", "executors CPU µs/row", ".2f"),
+        ("broker_cpu_us_per_row", "broker CPU µs/row", ".2f"),
+        ("exec_peak_mib", "peak MiB per executor", ".0f"),
+        ("p50_ms", "p50 ms", ",.0f"),
+        ("p99_ms", "p99 ms", ",.0f"),
+        ("samples", "samples", ",.0f"),
+    ],
     "memory": [
         ("start_rss_mib", "start RSS MiB", ".1f"),
         ("peak_rss_mib", "peak RSS MiB", ".1f"),
@@ -146,7 +156,10 @@ _RATIO = {
     "latency": "p99_ms",
     "scale: produce": "msg_per_s",
     "scale: consume": "msg_per_s",
+    "spark": "rows_per_s",
 }
+# the client each suite's ratios are to (default BASELINE)
+_BASELINES = {"spark": "spark-sql-kafka"}
 
 
 def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
@@ -168,10 +181,13 @@ def suite_table(rows: Sequence[Row]) -> str:
     suite = rows[0].suite
     columns = _COLUMNS[suite]
     ratio_key = _RATIO.get(suite)
+    baseline = _BASELINES.get(suite, BASELINE)
     header = ["case", "client", *(h for _, h, _ in columns)]
-    references = [BASELINE, LIBRDKAFKA] if ratio_key else []
+    references = [baseline, LIBRDKAFKA] if ratio_key else []
     references = [ref for ref in references if any(r.client == ref for r in rows)]
-    lower = " (lower is better)" if ratio_key and ratio_key != "msg_per_s" else ""
+    lower = (
+        " (lower is better)" if ratio_key and ratio_key not in ("msg_per_s", "rows_per_s") else ""
+    )
     header += [f"vs {'librdkafka' if ref == LIBRDKAFKA else ref}{lower}" for ref in references]
     header.append("runs")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
