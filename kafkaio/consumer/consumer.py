@@ -163,6 +163,7 @@ class Consumer(AsyncClient):
         )
         self._buffer = FetchBuffer()
         self._background = BackgroundEventQueue()
+        self._background_events = self._background.events  # __anext__'s fast path tests it
         self._events = ApplicationEventQueue()
         self._processor = ApplicationEventProcessor(self._events)
         self._fetcher = FetchManager(
@@ -1088,7 +1089,7 @@ class Consumer(AsyncClient):
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not self._background and self._unsubscribing is None:  # the common case
+        if not self._background_events and self._unsubscribing is None:  # the common case
             pending = self._pending.records
             if pending:
                 return pending.popleft()
