@@ -229,6 +229,8 @@ def test_connection_config_repr_and_dumps_hide_secrets() -> None:
 def test_spark_settings_reprs_hide_secrets() -> None:
     # the Spark settings dataclasses' default repr showed the SASL password and the SSL key
     # password (and Spark logs options objects)
+    pytest.importorskip("pyarrow", reason="kafkaio.spark needs the spark extra (pyarrow)")
+    pytest.importorskip("pyspark", reason="kafkaio.spark needs the spark extra (pyspark)")
     from kafkaio.spark.options import SinkOptions, SourceOptions  # noqa: PLC0415
 
     options = {
