@@ -11,6 +11,7 @@ transaction coordinator are in test_apache_faults.py, judged by Java's consumer.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -18,13 +19,15 @@ import anyio
 import pytest
 
 from kafkaio import Consumer, Producer, TopicPartition
-from kafkaio.admin import Admin, ConfigResource
+from kafkaio.admin import Admin, ConfigResource, NewTopic
 from kafkaio.errors import KafkaTimeoutError, NotEnoughReplicasError
 from kafkaio.testing import ApacheKafka, BrokerInfo
+from kafkaio.testing.errors import BrokerStartError
 
 pytestmark = pytest.mark.integration
 
 GUARD = 90  # seconds: a scenario taking longer has hung
+ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
 
 
 def _apache(broker: BrokerInfo) -> ApacheKafka:
@@ -180,3 +183,78 @@ def _wait_for_isr(apache: ApacheKafka, topic: str, isr: list[int], seconds: floa
         time.sleep(0.1)
 
 
+async def _elect_unclean(apache: ApacheKafka, topic: str, leader: int) -> None:
+    """Elect `leader`, a replica out of sync, with kafka-leader-election (UNCLEAN): retried
+    while the controllers regain their quorum and the broker is fenced."""
+    args = ("--election-type", "UNCLEAN", "--topic", topic, "--partition", "0")
+    with anyio.fail_after(90):
+        while apache.leader(topic) != leader:
+            with contextlib.suppress(BrokerStartError):
+                await anyio.to_thread.run_sync(
+                    lambda: apache.run_tool(ELECTION_TOOL, *args, timeout=60)
+                )
+            await anyio.sleep(0.5)
+
+
+async def test_a_consumer_resumes_where_an_unclean_leader_s_log_diverges(
+    kafka_cluster: BrokerInfo, unique_topic: str
+) -> None:
+    """OffsetForLeaderEpoch (KIP-320) on Apache Kafka: a log truncated by an unclean leader
+    election. Two replicas, min.insync.replicas 1: the follower is paused until it leaves
+    the ISR, 20 more records are written to the leader alone, and a group consumes all 40
+    and commits offset 40 with the leader's epoch. The leader is killed, the stale follower
+    is elected (unclean) and 10 new records take offsets 20-29 in a new epoch. A consumer of
+    the group starts from the committed offset and its epoch: it must learn from the new
+    leader where that epoch ends (OffsetForLeaderEpoch, or a Fetch answering with the
+    diverging epoch) and read from offset 20, the new records. A consumer that dropped the
+    committed epoch finds offset 40 out of range and, with auto_offset_reset "latest",
+    skips them (this test then fails)."""
+    apache = _apache(kafka_cluster)
+    leader, follower = apache.broker_ids[:2]
+    async with Admin(kafka_cluster.bootstrap) as admin:
+        created = await admin.create_topics(
+            [
+                NewTopic(
+                    unique_topic,
+                    replica_assignment={0: [leader, follower]},
+                    configs={"min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
+                )
+            ]
+        )
+    assert created[unique_topic].error is None
+    await anyio.to_thread.run_sync(
+        lambda: apache.wait_for_leader(unique_topic, among=[leader], timeout=60)
+    )
+    tp = TopicPartition(unique_topic, 0)
+    group = f"diverged-{unique_topic}"
+    old = [b"old-%02d" % i for i in range(40)]
+    new = [b"new-%02d" % i for i in range(10)]
+    options: dict[str, Any] = {
+        "group_id": group,
+        "auto_offset_reset": "latest",
+        "request_timeout_ms": 5000,
+    }
+    with anyio.fail_after(GUARD * 2):
+        await _produce(kafka_cluster.bootstrap, unique_topic, old[:20], acks="all")
+        apache.pause(follower)
+        try:
+            await anyio.to_thread.run_sync(_wait_for_isr, apache, unique_topic, [leader], 60)
+            await _produce(kafka_cluster.bootstrap, unique_topic, old[20:], acks="all")
+            async with Consumer(bootstrap_servers=kafka_cluster.bootstrap, **options) as first:
+                first.assign([tp])
+                first.seek(tp, 0)
+                got = await _read(first, 40)
+                await first.commit()
+            await anyio.to_thread.run_sync(apache.kill, leader)
+        finally:
+            apache.resume(follower)
+        await _elect_unclean(apache, unique_topic, follower)
+        sent = await _produce(kafka_cluster.bootstrap, unique_topic, new, acks="all")
+        async with Consumer(bootstrap_servers=kafka_cluster.bootstrap, **options) as second:
+            second.assign([tp])
+            after = await _read(second, 10)
+            position = await second.position(tp)
+    assert [(r.offset, r.value) for r in got] == list(enumerate(old))
+    assert [md.offset for md in sent] == list(range(20, 30))
+    assert [(r.offset, r.value) for r in after] == list(zip(range(20, 30), new, strict=True))
+    assert position == 30

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -145,6 +146,40 @@ async def test_idempotent_producer_loses_and_duplicates_nothing_when_the_leader_
     assert len(records) == total
 
 
+@dataclass
+class GroupLedger:
+    """What the members of a test's consumer group consumed ((member, partition, offset))
+    and how many partitions each owns now (a member closed is removed: it committed and
+    left the group)."""
+
+    consumed: list[tuple[str, int, int]] = field(default_factory=list)
+    assigned: dict[str, int] = field(default_factory=dict)
+
+    def owners(self) -> int:
+        return sum(self.assigned.values())
+
+
+async def _member(
+    bootstrap: str, group: str, protocol: str, topic: str, name: str, stop: anyio.Event,
+    ledger: GroupLedger,
+) -> None:  # fmt: skip
+    """A member that subscribes to `topic` and consumes until `stop` is set."""
+    async with Consumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        group_protocol=protocol,
+        auto_offset_reset="earliest",
+        session_timeout_ms=10_000,
+        request_timeout_ms=5000,
+    ) as consumer:
+        consumer.subscribe([topic])
+        while not stop.is_set():
+            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                ledger.consumed.extend((name, tp.partition, r.offset) for r in records)
+            ledger.assigned[name] = len(consumer.assignment())
+    ledger.assigned.pop(name, None)
+
+
 # -- a consumer group, coordinator killed ---------------------------------------------------
 
 
@@ -156,25 +191,13 @@ async def test_a_group_keeps_consuming_when_its_coordinator_dies(
     partitions, total = 6, 30_000
     await kafka_cluster.create_topic(unique_topic, partitions=partitions, replication_factor=3)
     group = f"survivor-{unique_topic}"
-    consumed: list[tuple[str, int, int]] = []
-    assigned: dict[str, int] = {}
+    ledger = GroupLedger()
+    consumed, assigned = ledger.consumed, ledger.assigned
     stop = anyio.Event()
     note: dict[str, float] = {}
 
-    async def member(name: str) -> None:
-        async with Consumer(
-            bootstrap_servers=kafka_cluster.bootstrap,
-            group_id=group,
-            group_protocol=protocol,
-            auto_offset_reset="earliest",
-            session_timeout_ms=10_000,
-            request_timeout_ms=5000,
-        ) as consumer:
-            consumer.subscribe([unique_topic])
-            while not stop.is_set():
-                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                    consumed.extend((name, tp.partition, r.offset) for r in records)
-                assigned[name] = len(consumer.assignment())
+    def member(name: str) -> Coroutine[Any, Any, None]:
+        return _member(kafka_cluster.bootstrap, group, protocol, unique_topic, name, stop, ledger)
 
     async def produce() -> None:
         async with Producer(kafka_cluster.bootstrap, acks="all", linger_ms=5) as producer:
@@ -188,7 +211,8 @@ async def test_a_group_keeps_consuming_when_its_coordinator_dies(
         tg.start_soon(member, "m1")
         tg.start_soon(member, "m2")
         with anyio.fail_after(60):
-            while sum(assigned.values()) < partitions or len(assigned) < 2:
+            # both members own partitions (m2 may first report none while m1 holds all 6)
+            while len(assigned) < 2 or ledger.owners() < partitions or not all(assigned.values()):
                 await anyio.sleep(0.1)
         tg.start_soon(produce)
         coordinator = await find_coordinator(cluster, group, GROUP_KEY)
@@ -236,29 +260,18 @@ async def test_members_come_and_go_while_a_broker_is_down_and_records_keep_comin
     partitions = 6
     await kafka_cluster.create_topic(unique_topic, partitions=partitions, replication_factor=3)
     group = f"churn-{unique_topic}"
-    consumed: list[tuple[str, int, int]] = []
-    assigned: dict[str, int] = {}
+    ledger = GroupLedger()
+    consumed, assigned, owners = ledger.consumed, ledger.assigned, ledger.owners
     stops = {name: anyio.Event() for name in ("m1", "m2", "m3")}
     churned = anyio.Event()
     acked: list[tuple[int, int]] = []
     produced = [0]
     note: dict[str, float] = {}
 
-    async def member(name: str) -> None:
-        async with Consumer(
-            bootstrap_servers=kafka_cluster.bootstrap,
-            group_id=group,
-            group_protocol=protocol,
-            auto_offset_reset="earliest",
-            session_timeout_ms=10_000,
-            request_timeout_ms=5000,
-        ) as consumer:
-            consumer.subscribe([unique_topic])
-            while not stops[name].is_set():
-                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                    consumed.extend((name, tp.partition, r.offset) for r in records)
-                assigned[name] = len(consumer.assignment())
-        assigned.pop(name, None)  # closed: it committed and left the group
+    def member(name: str) -> Coroutine[Any, Any, None]:
+        return _member(
+            kafka_cluster.bootstrap, group, protocol, unique_topic, name, stops[name], ledger
+        )
 
     async def produce() -> None:
         """200 records every 0.1 s until the members are done coming and going."""
@@ -274,9 +287,6 @@ async def test_members_come_and_go_while_a_broker_is_down_and_records_keep_comin
                 await anyio.sleep(0.1)
             await producer.flush()
             acked.extend((md.partition, md.offset) for md in [f.result() for f in futures])
-
-    def owners() -> int:
-        return sum(assigned.values())
 
     async def settle(members: set[str], label: str) -> None:
         """Wait until exactly `members` share every partition, each some."""
