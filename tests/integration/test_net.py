@@ -31,6 +31,7 @@ from kafkaio.errors import (
 )
 from kafkaio.net import Connection, ConnectionConfig, ConnectionManager
 from kafkaio.net.inflight import InFlightRequests
+from kafkaio.net.stream import StreamIO
 from kafkaio.protocol import messages as m
 from kafkaio.testing import BrokerInfo
 
@@ -96,7 +97,7 @@ def test_twenty_pipelined_requests_on_one_connection(
                 depths.append(len(self))
                 return entry
 
-        conn._inflight = RecordingTable(conn.config.max_in_flight_requests_per_connection)
+        conn._machine._inflight = RecordingTable(conn.config.max_in_flight_requests_per_connection)
 
         async def one() -> None:
             responses.append(await conn.send(METADATA_ALL))
@@ -271,7 +272,8 @@ def test_tls_with_hostname_verification(certificates: Path, tansu_broker: Broker
             try:
                 response = await conn.send(METADATA_ALL)
                 assert response.brokers
-                assert isinstance(conn._stream, anyio.streams.tls.TLSStream)
+                assert isinstance(conn._io, StreamIO)
+                assert isinstance(conn._io.stream, anyio.streams.tls.TLSStream)
             finally:
                 await conn.close()
 
