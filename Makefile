@@ -11,7 +11,7 @@ ACCEL_STAMP := build/.accel-stamp
 REGISTRY_VERSION := $(shell sed -n 's:.*<apicurio.version>\(.*\)</apicurio.version>.*:\1:p' tools/schema-registry/pom.xml)
 REGISTRY_JAR := $(HOME)/.cache/kafkaio/apicurio-registry-$(REGISTRY_VERSION)/kafkaio-schema-registry-1-runner.jar
 
-.PHONY: install accel accel-clean kafka-jars demo test bench docs lint typecheck dist \
+.PHONY: install accel accel-clean kafka-jars spark-jars demo test bench docs lint typecheck dist \
 	wheels-check clean schema-registry
 
 # The editable install stays pure Python (KAFKAIO_PURE_PYTHON): `make accel` compiles in place.
@@ -44,6 +44,12 @@ accel-clean:
 kafka-jars: $(STAMP)
 	$(PY) -m kafkaio.testing fetch-kafka --if-possible
 
+# Spark's own Kafka connector for the installed PySpark (the Spark benchmark and parity tests
+# compare format("kafkaio") with it), fetched by Maven into ~/.cache/kafkaio; skipped with the
+# reason when Java or Maven is missing.
+spark-jars: $(STAMP)
+	$(PY) -m kafkaio.testing fetch-spark-kafka --if-possible
+
 demo: $(ACCEL_STAMP)
 	$(PY) -m kafkaio.demo
 
@@ -60,10 +66,10 @@ schema-registry:
 	@mkdir -p build
 	@$(MAKE) --no-print-directory $(REGISTRY_JAR)
 
-test: $(ACCEL_STAMP) kafka-jars schema-registry
+test: $(ACCEL_STAMP) kafka-jars spark-jars schema-registry
 	$(PY) -m pytest -q
 
-bench: $(ACCEL_STAMP)
+bench: $(ACCEL_STAMP) kafka-jars spark-jars
 	$(PY) -m benchmarks
 
 docs: $(STAMP)

@@ -1,5 +1,6 @@
 """Run every benchmark: ``python -m benchmarks [--quick] [--out DIR] [--only SUITE]
-[--docs-chart PATH] [--broker mock | --bootstrap HOST:PORT]`` (``make bench``).
+[--docs-chart PATH] [--broker mock | --bootstrap HOST:PORT]`` (``make bench``); the Spark
+suite only with ``--only spark``.
 
 Prints each suite's table and writes results.json, results.md and results.png (when
 matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` copies the
@@ -25,11 +26,15 @@ from benchmarks import (
     bench_produce,
     bench_rebalance,
     bench_records,
+    bench_spark,
 )
 from benchmarks.common import BOOTSTRAP_ENV, MOCK
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
-SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory")
+SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "spark")
+# spark (format("kafkaio") against Spark's Kafka connector on Apache Kafka, about 35 minutes)
+# runs only when asked for: --only spark
+DEFAULT_SUITES = tuple(s for s in SUITES if s != "spark")
 
 
 def records_rows() -> list[Row]:
@@ -60,6 +65,8 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
     rebalance_cases = bench_rebalance.QUICK_CASES if quick else bench_rebalance.CASES
     settle = 1.0 if quick else bench_rebalance.SETTLE_S
     scale = (1_000_000,) if quick else (1_000_000, 10_000_000)
+    spark_records = 200_000 if quick else 5_000_000
+    spark_runs = runs or (1 if quick else 3)
     return {
         "records": ("Record codec: ns per record, one batch of 1,000 records.", records_rows),
         "produce": (
@@ -81,6 +88,14 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
         "memory": (
             bench_memory.describe(scale),
             lambda: bench_memory.suite(scale=scale, bootstrap=bootstrap),
+        ),
+        # Apache Kafka of its own (an external cluster with --bootstrap), never Tansu or the
+        # mock cluster: Spark's connector needs a real broker
+        "spark": (
+            bench_spark.describe(spark_records, spark_runs),
+            lambda: bench_spark.suite(
+                spark_records, spark_runs, None if bootstrap in (None, MOCK) else bootstrap
+            ),
         ),
     }
 
@@ -124,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[Row] = []
     total = time.perf_counter()
     for name, (description, run) in plan(args.quick, args.runs, args.bootstrap).items():
-        if args.only and name not in args.only:
+        if name not in (args.only or DEFAULT_SUITES):
             continue
         start = time.perf_counter()
         suite_rows = run()

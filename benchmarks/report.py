@@ -116,6 +116,16 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("leave_pause_ms", "leave: group pause ms", ",.0f"),
         ("leave_gap_ms", "leave: longest partition gap ms", ",.0f"),
     ],
+    "spark": [
+        ("rows_per_s", "rows/s", ",.0f"),
+        ("mb_per_s", "MB/s", ",.1f"),
+        ("exec_cpu_us_per_row", "executors CPU µs/row", ".2f"),
+        ("broker_cpu_us_per_row", "broker CPU µs/row", ".2f"),
+        ("exec_peak_mib", "peak MiB per executor", ".0f"),
+        ("p50_ms", "p50 ms", ",.0f"),
+        ("p99_ms", "p99 ms", ",.0f"),
+        ("samples", "samples", ",.0f"),
+    ],
     "memory": [
         ("start_rss_mib", "start RSS MiB", ".1f"),
         ("peak_rss_mib", "peak RSS MiB", ".1f"),
@@ -131,7 +141,10 @@ _RATIO = {
     "produce": "msg_per_s",
     "consume": "msg_per_s",
     "latency": "p99_ms",
+    "spark": "rows_per_s",
 }
+# the client each suite's ratios are to (default BASELINE)
+_BASELINES = {"spark": "spark-sql-kafka"}
 
 
 def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
@@ -152,14 +165,15 @@ def suite_table(rows: Sequence[Row]) -> str:
     suite = rows[0].suite
     columns = _COLUMNS[suite]
     ratio_key = _RATIO.get(suite)
+    baseline = _BASELINES.get(suite, BASELINE)
     header = ["case", "client", *(h for _, h, _ in columns)]
     if ratio_key:
-        header.append(f"vs {BASELINE}")
-    if ratio_key and ratio_key != "msg_per_s":
-        header[-1] = f"vs {BASELINE} (lower is better)"
+        header.append(f"vs {baseline}")
+    if ratio_key and ratio_key not in ("msg_per_s", "rows_per_s"):
+        header[-1] = f"vs {baseline} (lower is better)"
     header.append("runs")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
-    base = {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == BASELINE}
+    base = {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == baseline}
     for r in rows:
         cells = [r.case, r.client]
         cells += [format(r.metrics[k], f) if k in r.metrics else "" for k, _, f in columns]

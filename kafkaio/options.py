@@ -96,6 +96,7 @@ class ConsumerOptions(ConnectionOptions, total=False):
     group_instance_id: str | None
     group_protocol: str
     group_remote_assignor: str | None
+    interceptors: Sequence[Any]
 
 
 class ShareConsumerOptions(ConnectionOptions, total=False):

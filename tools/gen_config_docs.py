@@ -298,8 +298,8 @@ PRODUCER: dict[str, OptionDoc] = {
         type="Callable[[Any], bytes | None] | Serializer | None",
     ),
     "interceptors": OptionDoc(
-        "Objects with `on_send(record)` (may return a changed `ProducerRecord`) and/or "
-        "`on_acknowledgement(metadata, error)`.",
+        "Objects with `on_send(record)` (may return a changed `ProducerRecord`), "
+        "`on_acknowledgement(metadata, error)` and/or `close()`.",
         "`interceptor.classes`",
         type="Sequence[object]",
     ),
@@ -434,6 +434,14 @@ CONSUMER: dict[str, OptionDoc] = {
         '`group_protocol="consumer"` only: the broker-side assignor (`"uniform"`, '
         '`"range"`); None lets the broker choose.',
         "`group.remote.assignor`",
+    ),
+    "interceptors": OptionDoc(
+        "Objects with `on_consume(records)` (sees what a poll returns before the application "
+        "and may return changed records), `on_commit(offsets)` (each successful commit) "
+        "and/or `close()`, run in the application's task; errors are logged "
+        "(`kafkaio.consumer.interceptors`).",
+        "`interceptor.classes`",
+        type="Sequence[object]",
     ),
 }
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import anyio
@@ -34,7 +33,7 @@ from kafkaio.metrics import HealthSnapshot
 from kafkaio.net.connection import Connection
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.protocol import messages as m
-from kafkaio.runtime.shell import ClientShell, close_timeout_ms
+from kafkaio.runtime.shell import AsyncClient, ClientShell, close_timeout_ms
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -86,7 +85,7 @@ def name_list(names: Iterable[str], what: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-class AdminCore:
+class AdminCore(AsyncClient):
     """Connections, cluster metadata, coordinator cache and the retry loops of ``Admin``."""
 
     def __init__(
@@ -110,18 +109,6 @@ class AdminCore:
         self._metadata_stale = True
         self._coordinators: dict[str, int] = {}
         self._extra_nodes: dict[int, tuple[str, int]] = {}
-
-    async def __aenter__(self: T) -> T:
-        await self.start()  # type: ignore[attr-defined]
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Connect and load cluster metadata: raises BootstrapError when no broker answers

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kafkaio.consumer.group.assignors import ConsumerPartitionAssignor, assignor_for_name
+from kafkaio.consumer.interceptors import check_interceptors
 from kafkaio.consumer.record import identity
 from kafkaio.consumer.subscription import OffsetResetStrategy
 from kafkaio.errors import KafkaConfigError
@@ -68,6 +69,8 @@ class ConsumerConfig:
     group_protocol: str = "classic"
     # KIP-848: the server-side assignor ("uniform", "range"); None lets the broker choose
     group_remote_assignor: str | None = None
+    # objects with on_consume(records), on_commit(offsets) and/or close() (interceptors.py)
+    interceptors: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         for name, minimum in (
@@ -95,6 +98,7 @@ class ConsumerConfig:
             "enable_auto_commit",
         ):
             check_bool(name, getattr(self, name))
+        self.interceptors = check_interceptors(self.interceptors)
         OffsetResetStrategy.parse(self.auto_offset_reset)
         if self.isolation_level not in ISOLATION_LEVELS:
             raise KafkaConfigError(

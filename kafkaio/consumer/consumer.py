@@ -11,7 +11,6 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,8 +40,10 @@ from kafkaio.consumer.fetcher import FetchManager
 from kafkaio.consumer.group.commit import CommitManager
 from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
 from kafkaio.consumer.group.coordinator import CoordinatorManager
+from kafkaio.consumer.group.member import GroupMembership
 from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.handlers import ConsumerEventHandlers
+from kafkaio.consumer.interceptors import ConsumerInterceptors
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
@@ -81,6 +82,7 @@ from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue, Back
 from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import (
+    AsyncClient,
     ClientShell,
     Lifecycle,
     close_timeout_ms,
@@ -97,7 +99,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkaio.consumer")
 
-Membership = ClassicMembershipManager | ConsumerMembershipManager
 
 Records = dict[TopicPartition, list[ConsumerRecord[Any, Any]]]
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], "BaseException | None"], Any]
@@ -108,7 +109,7 @@ _CHECK_INTERVAL_S = 1.0
 _ITERATION_BATCH = 500
 
 
-class Consumer:
+class Consumer(AsyncClient):
     """An asyncio/trio Kafka consumer (anyio). Use ``async with Consumer(...) as consumer``.
 
     Group subscription: ``Consumer("t1", "t2", group_id="g")`` or ``subscribe(topics=...,
@@ -178,7 +179,7 @@ class Consumer:
         self._pending = RecordQueue()
         self._listener: RebalanceListener | None = None
         self._coordinator: CoordinatorManager | None = None
-        self._membership: Membership | None = None
+        self._membership: GroupMembership | None = None
         self._commits: CommitManager | None = None
         self._bridge: GroupEventBridge | None = None
         managers: list[RequestManager] = [self._processor]
@@ -239,6 +240,15 @@ class Consumer:
         self._poll_event: PollEvent | None = None  # the last poll told to the network task
         # the network task applies the application's events (kafkaio.consumer.handlers); the
         # queue tells the application side when it has taken them (getmany waits for that)
+        self._interceptors = ConsumerInterceptors(config.interceptors)
+        if self._commits is not None and self._interceptors.watches_commits:
+            interceptors, background = self._interceptors, self._background
+
+            def committed(offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+                # the network task saw the commit succeed; on_commit runs in the app's task
+                background.put_callback(lambda: interceptors.on_commit(offsets))
+
+            self._commits.on_committed = committed
         self._handlers = ConsumerEventHandlers(
             self._processor,
             subs,
@@ -263,7 +273,7 @@ class Consumer:
         order the network task polls them (before offsets and fetches)."""
         backoff = (config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._coordinator = coordinator = CoordinatorManager(group_id, *backoff)
-        membership: Membership
+        membership: GroupMembership
         if config.group_protocol == "consumer":  # KIP-848: the coordinator assigns
             membership = ConsumerMembershipManager(
                 group_id,
@@ -339,24 +349,6 @@ class Consumer:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Consumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await self.close()
-        except Exception as error:
-            if exc is None:
-                raise
-            # the body's exception goes on; the listener's is only logged
-            log.warning("closing the consumer after %r: %r", exc, error)
-
     async def start(self) -> None:
         """Start the network task and load cluster metadata: raises BootstrapError when no
         broker answers within default_api_timeout_ms (a fatal error, such as a refused
@@ -396,6 +388,7 @@ class Consumer:
         def stop_calls() -> None:
             self._closed = True
             self._notify()
+            self._interceptors.close()
 
         if self._shell.state is Lifecycle.NEW:
             stop_calls()
@@ -881,7 +874,7 @@ class Consumer:
             membership.group_instance_id,
         )
 
-    def _require_group(self, what: str) -> Membership:
+    def _require_group(self, what: str) -> GroupMembership:
         if self._membership is None:
             raise KafkaConfigError(f"{what} needs a group_id: offsets are committed per group")
         return self._membership
@@ -1142,6 +1135,8 @@ class Consumer:
             if records:
                 if self._registry.enabled:
                     self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
+                if self._interceptors.enabled:  # before the application sees them (onConsume)
+                    records = self._interceptors.on_consume(records)
                 return records
             self._raise_missing_offsets()
             remaining = deadline - anyio.current_time()

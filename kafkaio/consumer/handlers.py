@@ -31,8 +31,7 @@ from kafkaio.errors import KafkaError
 if TYPE_CHECKING:
     from kafkaio.consumer.fetch_buffer import FetchBuffer
     from kafkaio.consumer.group.commit import CommitManager
-    from kafkaio.consumer.group.consumer_membership import ConsumerMembershipManager
-    from kafkaio.consumer.group.membership import ClassicMembershipManager
+    from kafkaio.consumer.group.member import GroupMembership
     from kafkaio.consumer.rebalance import GroupEventBridge
     from kafkaio.consumer.subscription import SubscriptionState
     from kafkaio.metadata.manager import MetadataManager
@@ -50,7 +49,7 @@ class ConsumerEventHandlers:
         subscriptions: SubscriptionState,
         metadata: MetadataManager,
         buffer: FetchBuffer,
-        membership: ClassicMembershipManager | ConsumerMembershipManager | None,
+        membership: GroupMembership | None,
         bridge: GroupEventBridge | None,
         commits: CommitManager | None,
     ) -> None:

@@ -29,8 +29,8 @@ log = logging.getLogger("kafkaio.consumer")
 Partitions = frozenset[TopicPartition]
 
 
-class Membership(Protocol):
-    """The membership manager as the bridge sees it."""
+class RebalancingMember(Protocol):
+    """The membership manager as the bridge sees it (GroupMembership, narrowed)."""
 
     group_id: str
 
@@ -82,7 +82,7 @@ class GroupEventBridge:
 
     def __init__(
         self,
-        membership: Membership,
+        membership: RebalancingMember,
         error_sources: list[ErrorSource],
         background: BackgroundEventQueue,
         steps: RebalanceSteps,

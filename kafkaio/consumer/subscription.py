@@ -244,16 +244,6 @@ class SubscriptionState:
         st.fetch_state = FetchState.AWAIT_RESET
         st.position = None
 
-    def partitions_needing_reset(self, now: float) -> list[TopicPartition]:
-        return [
-            tp
-            for tp, st in self._assignment.items()
-            if st.fetch_state is FetchState.AWAIT_RESET
-            and st.reset_strategy is not OffsetResetStrategy.NONE
-            and now >= st.next_reset_allowed_ms
-            and not st.paused
-        ]
-
     def initializing_partitions(self) -> list[TopicPartition]:
         """Partitions without a position that need their committed offset looked up."""
         return [
@@ -266,9 +256,6 @@ class SubscriptionState:
             for tp, st in self._assignment.items()
             if st.fetch_state is FetchState.AWAIT_VALIDATION
         ]
-
-    def has_all_fetch_positions(self) -> bool:
-        return all(st.fetch_state is FetchState.FETCHING for st in self._assignment.values())
 
     def fetchable_partitions(self) -> list[TopicPartition]:
         """Assigned, positioned, not paused and not being revoked: may be fetched now."""

@@ -177,10 +177,6 @@ class PositionValidationManager:
         """Brokers found not to offer OffsetForLeaderEpoch: their partitions are not validated."""
         return frozenset(self._unsupported)
 
-    @property
-    def in_flight_partitions(self) -> frozenset[TopicPartition]:
-        return frozenset(self._in_flight)
-
     # -- polling --------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:

@@ -1,8 +1,10 @@
 """Opt-in OpenTelemetry tracing (extra ``otel``): a span per produced record whose W3C trace
-context travels in the record's headers, and a span per consumed record that continues it.
+context travels in the record's headers, and spans per consumed record that continue it.
 
-Producer: ``Producer(..., interceptors=[TracingInterceptor()])``. Consumer: ``with
-process_span(record): ...`` or ``ConsumerRunner(consumer, traced(handler))``.
+Producer: ``Producer(..., interceptors=[TracingInterceptor()])`` (a ``send`` span per record).
+Consumer: ``Consumer(..., interceptors=[TracingInterceptor()])`` (a ``receive`` span per record
+a poll returns), and ``with process_span(record): ...`` or ``ConsumerRunner(consumer,
+traced(handler))`` around handling it.
 """
 
 from __future__ import annotations
@@ -87,16 +89,42 @@ def _messaging_attributes(
 
 
 class TracingInterceptor:
-    """A producer interceptor: each record gets a ``send <topic>`` span (kind PRODUCER, a
-    child of the current span) and its W3C ``traceparent`` header.
+    """An interceptor for both clients.
 
-    The span covers handing the record to the producer (it ends in ``on_send``; delivery
-    is asynchronous and reported by the record's future). Records with it leave the
-    producer's plain-bytes fast path, so enable it only where tracing is wanted.
+    Producer (``on_send``): each record gets a ``send <topic>`` span (kind PRODUCER, a child
+    of the current span) and its W3C ``traceparent`` header. The span covers handing the
+    record to the producer (it ends in ``on_send``; delivery is asynchronous and reported by
+    the record's future). Records with it leave the producer's plain-bytes fast path, so
+    enable it only where tracing is wanted.
+
+    Consumer (``on_consume``): each record a poll returns gets a ``receive <topic>`` span
+    (kind CONSUMER) continuing the producer's trace from its ``traceparent`` header (a new
+    trace without one), ended at once; ``process_span`` / ``traced`` cover the handling.
     """
 
-    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(
+        self, tracer_provider: TracerProvider | None = None, *, group_id: str | None = None
+    ) -> None:
         self._tracer = _tracer(tracer_provider)
+        self._group_id = group_id
+
+    def on_consume(
+        self, records: Mapping[Any, Sequence[ConsumerRecord[Any, Any]]]
+    ) -> None:
+        from opentelemetry.trace import SpanKind
+
+        for batch in records.values():
+            for record in batch:
+                attributes = _messaging_attributes(record.topic, record.partition, "receive")
+                attributes["messaging.kafka.offset"] = record.offset
+                if self._group_id is not None:
+                    attributes["messaging.consumer.group.name"] = self._group_id
+                self._tracer.start_span(
+                    f"receive {record.topic}",
+                    context=extract_context(record.headers),
+                    kind=SpanKind.CONSUMER,
+                    attributes=attributes,
+                ).end()
 
     def on_send(self, record: ProducerRecord) -> ProducerRecord:
         from opentelemetry.trace import SpanKind, set_span_in_context

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.batch import NO_SEQUENCE, ProducerBatch
@@ -371,9 +371,6 @@ class RecordAccumulator:
         for dq in self._deques.values():
             dq.clear()
         return out
-
-    def queued_partitions(self) -> Iterable[TopicPartition]:
-        return [tp for tp, dq in self._deques.items() if dq]
 
     # -- flush ---------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -57,7 +56,7 @@ from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.shell import ClientShell, Lifecycle, close_timeout_ms
+from kafkaio.runtime.shell import AsyncClient, ClientShell, Lifecycle, close_timeout_ms
 from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
 from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
@@ -75,6 +74,8 @@ _BYTES = (bytes, bytearray, memoryview)
 _estimate = BatchBuilder.estimate_size_in_bytes
 # The size estimate of a keyless record without headers is this plus len(value).
 _KEYLESS_OVERHEAD = _estimate(None, b"", None)
+# the estimate of a keyed record without headers, less its key and value (it is additive)
+_KEYED_OVERHEAD = _estimate(b"", b"", None)
 _MAX_TIMESTAMP = 2**63 - 1  # a record's timestamp is an int64
 _time_ns = time.time_ns
 
@@ -125,7 +126,7 @@ _RUNNING = Lifecycle.RUNNING
 _ID_FATAL = IdState.FATAL
 
 
-class Producer:
+class Producer(AsyncClient):
     """An asynchronous Kafka producer: ``async with Producer(bootstrap_servers=...) as p``.
 
     ``await p.send(topic, value, key=...)`` returns the RecordMetadata once the broker acked;
@@ -265,18 +266,6 @@ class Producer:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     async def start(self) -> None:
         """Start the network task and load cluster metadata: raises BootstrapError when no
         broker answers within max_block_ms (a fatal error, such as a refused login, as it
@@ -348,6 +337,12 @@ class Producer:
             )
             if left:
                 log.warning("producer closed with %d undelivered records (failed)", left)
+            for interceptor in self.config.interceptors:  # as Java's ProducerInterceptor.close
+                if callable(getattr(interceptor, "close", None)):
+                    try:
+                        interceptor.close()
+                    except Exception:
+                        log.exception("interceptor %r failed in close", interceptor)
 
         await self._shell.close(None, flush, fail_undelivered)
         log.info("producer closed")
@@ -505,7 +500,7 @@ class Producer:
             or self._idempotence.state is _ID_FATAL
         ):
             return None
-        size = _estimate(key, value, None)
+        size = _KEYED_OVERHEAD + len(key) + len(value)  # _estimate(key, value, None), inline
         memory = self._memory
         if size > self._max_record_size or memory.waiters or memory.used + size > memory.limit:
             return None

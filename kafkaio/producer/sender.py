@@ -117,9 +117,6 @@ class Sender:
             return self._config.max_in_flight
         return 1
 
-    def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
-        return list(self._tp_in_flight.get(tp, ()))
-
     # -- polling -------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:
@@ -458,7 +455,3 @@ class Sender:
                 if batch.fail(error):
                     self._done(batch, self._last_poll_ms if now is None else now)
         return count
-
-    @property
-    def has_pending(self) -> bool:
-        return self._acc.has_incomplete

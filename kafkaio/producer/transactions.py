@@ -270,10 +270,6 @@ class TransactionManager:
         return self.last_error if self.state is S.FATAL_ERROR else None
 
     @property
-    def has_pending_request(self) -> bool:
-        return self._in_flight
-
-    @property
     def drops_unsent_batches(self) -> bool:
         """Whether the Sender must fail queued batches (the transaction is being aborted)."""
         return self.state in (S.ABORTING_TRANSACTION, S.ABORTABLE_ERROR)

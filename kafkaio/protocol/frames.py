@@ -117,8 +117,3 @@ def _decode_api_versions(body: memoryview, version: int) -> ApiVersionsResponse:
         return ApiVersionsResponse.decode(body, 0)
     return ApiVersionsResponse.decode(body, version)
 
-
-def request_header_size(client_id: str | None, flexible: bool) -> int:
-    """Bytes of the request header (without the size prefix)."""
-    n = 10 + (len(client_id.encode()) if client_id is not None else 0)
-    return n + 1 if flexible else n

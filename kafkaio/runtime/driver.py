@@ -122,10 +122,6 @@ class NetworkDriver:
 
     # -- control --------------------------------------------------------------------------
 
-    def add_manager(self, manager: RequestManager) -> None:
-        self._managers.append(manager)
-        self.wakeup()
-
     def wakeup(self) -> None:
         """Make the loop run again now (after an application event or a response)."""
         self._wake.set()
@@ -138,12 +134,6 @@ class NetworkDriver:
     def fatal_error(self) -> BaseException | None:
         """The error that stopped the driver, if one did."""
         return self._fatal
-
-    @property
-    def setup_error(self) -> KafkaError | None:
-        """The last connection set-up error that retrying cannot fix, until an application
-        call raised it or a connection was made (then None)."""
-        return self._setup_error
 
     def check(self) -> None:
         """Raise if the driver is not running (for application-side calls), or (once) the
@@ -259,6 +249,10 @@ class NetworkDriver:
                 requests.extend(result.requests)
             if result.next_poll_ms < wait:
                 wait = result.next_poll_ms
+        # A manager polled after the metadata manager (the application events' processor
+        # handling an assign, a reset missing a leader) may have asked it for a topic or a
+        # refresh: turn again at once rather than sleep on that until something else wakes us.
+        wait = min(wait, self.metadata.time_to_next_update(now))
         self._publish_metadata()
         return requests, max(wait, 0.0)
 

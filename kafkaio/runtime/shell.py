@@ -24,6 +24,8 @@ import logging
 import math
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -38,12 +40,51 @@ from kafkaio.runtime.driver import NetworkDriver
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
 
-__all__ = ["DEFAULT_CLOSE_TIMEOUT_MS", "ClientShell", "Lifecycle", "close_timeout_ms"]
+__all__ = [
+    "DEFAULT_CLOSE_TIMEOUT_MS",
+    "AsyncClient",
+    "ClientShell",
+    "Lifecycle",
+    "close_timeout_ms",
+]
 
 # How long a consumer's close() may take by default (Java's DEFAULT_CLOSE_TIMEOUT_MS)
 DEFAULT_CLOSE_TIMEOUT_MS = 30_000.0
 
 log = logging.getLogger("kafkaio.runtime")
+
+
+_C = TypeVar("_C", bound="AsyncClient")
+
+
+class AsyncClient:
+    """``async with client:`` for every client: start on entry, close on exit.
+
+    When the body raised, an error from close is logged rather than raised over the body's
+    own exception (which is the one the caller needs to see)."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _C) -> _C:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.close()
+        except Exception as error:
+            if exc is None:
+                raise
+            log.warning("closing %s after %r: %r", type(self).__name__, exc, error)
 
 
 class Lifecycle(enum.Enum):

@@ -10,7 +10,6 @@ import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,6 +37,7 @@ from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import (
     DEFAULT_CLOSE_TIMEOUT_MS,
+    AsyncClient,
     ClientShell,
     Lifecycle,
     close_timeout_ms,
@@ -77,7 +77,7 @@ class LeaveOnCloseEvent(ApplicationEvent[None]):
     """close(): leave the share group; completes once out (Java's ShareLeaveOnCloseEvent)."""
 
 
-class ShareConsumer:
+class ShareConsumer(AsyncClient):
     """A member of a share group: records are shared among members, one delivery at a time.
 
     ``async with ShareConsumer("orders", bootstrap_servers=..., group_id="workers") as c:``
@@ -187,18 +187,6 @@ class ShareConsumer:
         self._closed = False  # no more application calls (set once close() sent the acks)
 
     # -- lifecycle ------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> ShareConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Start the network task, load metadata and begin joining the share group: raises

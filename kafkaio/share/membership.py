@@ -119,10 +119,6 @@ class ShareMembershipManager:
     def is_leaving(self) -> bool:
         return self.state is MemberState.LEAVING
 
-    @property
-    def in_group(self) -> bool:
-        return self.state is MemberState.STABLE
-
     # -- request manager ------------------------------------------------------------------------
 
     def poll(self, now: float) -> PollResult:

@@ -1,36 +1,22 @@
 """Planning-side lookups with kafkaio's Admin: which partitions to read, and their offsets.
 
-Async functions; the Spark-facing classes call them through ``blocking`` (anyio.run).
+Async functions; the Spark-facing classes call them through ``pool.blocking`` with an Admin
+borrowed from the pool (``pool.admin``), so a stream's planner keeps its connections.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
-
-import anyio
+from collections.abc import Iterable
 
 from kafkaio.admin import Admin, OffsetSpec
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.spark.errors import OffsetLookupError
 from kafkaio.spark.offsets import EARLIEST, LATEST, OffsetBound, PartitionOffsets
 from kafkaio.spark.options import TopicSelection
-from kafkaio.spark.settings import ClientSettings
 
 log = logging.getLogger("kafkaio.spark")
-
-T = TypeVar("T")
-
-
-def blocking(fn: Callable[..., Awaitable[T]], *args: object) -> T:
-    """Run one async lookup to completion from Spark's synchronous calls."""
-    return anyio.run(fn, *args)
-
-
-def admin(settings: ClientSettings) -> Admin:
-    return Admin(settings.bootstrap_servers, client_id="kafkaio-spark", **settings.admin_options())
 
 
 async def partitions_of(client: Admin, selection: TopicSelection) -> list[TopicPartition]:

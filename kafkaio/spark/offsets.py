@@ -187,3 +187,75 @@ def rate_limit(
         step = math.ceil(share) if share < 1 else math.floor(share)
         out[tp] = min(end, begin + step)
     return out
+
+
+def split_ranges(
+    ranges: list[OffsetRange], *, min_partitions: int | None, max_records: int | None
+) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator: split ranges (with known starts) into more Spark
+    partitions. ``max_records`` (maxRecordsPerPartition) caps each piece; ``min_partitions``
+    (minPartitions) then splits the large ranges in proportion to their size until there
+    are about that many pieces (small ranges stay whole). Empty ranges are dropped."""
+    ranges = [r for r in ranges if r.end - r.start > 0]
+    if (min_partitions is None or len(ranges) >= min_partitions) and max_records is None:
+        return ranges
+    if max_records is not None:
+        ranges = [
+            piece
+            for r in ranges
+            for piece in _divide(r, math.ceil((r.end - r.start) / max_records))
+            if piece.end > piece.start
+        ]
+    if min_partitions is None or min_partitions <= len(ranges):
+        return ranges
+    total = sum(r.end - r.start for r in ranges)
+    unsplit = [r for r in ranges if _part_count(r.end - r.start, total, min_partitions) == 1]
+    unsplit_tps = {r.tp for r in unsplit}
+    split_total = total - sum(r.end - r.start for r in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    out: list[OffsetRange] = []
+    for r in ranges:
+        parts = 1 if r.tp in unsplit_tps else _part_count(r.end - r.start, split_total, split_min)
+        out.extend(p for p in _divide(r, parts) if p.end > p.start)
+    return out
+
+
+def _part_count(size: int, total: int, min_parts: int) -> int:
+    return max(math.floor(size / total * min_parts + 0.5), 1)  # Scala's math.round
+
+
+def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`rng` in `parts` consecutive pieces; the later ones take the remainder."""
+    remaining = rng.end - rng.start
+    start = rng.start
+    out = []
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        end = min(start + size, rng.end)
+        out.append(OffsetRange(rng.topic, rng.partition, start, end))
+        start = end
+    return out
+
+
+def pack_ranges(ranges: list[OffsetRange], small: int) -> list[list[OffsetRange]]:
+    """Ranges grouped into Spark tasks: each range of `small` offsets or more alone, smaller
+    ones together (in order) until a group holds `small` offsets. A Python task costs tens of
+    milliseconds of Spark's own work, so a micro-batch of a few records per partition is read
+    in one task or a few, not in one per partition."""
+    groups: list[list[OffsetRange]] = []
+    pending: list[OffsetRange] = []
+    size = 0
+    for rng in ranges:
+        width = rng.end - rng.start
+        if width >= small:
+            groups.append([rng])
+            continue
+        pending.append(rng)
+        size += width
+        if size >= small:
+            groups.append(pending)
+            pending, size = [], 0
+    if pending:
+        groups.append(pending)
+    return groups

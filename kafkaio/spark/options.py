@@ -40,10 +40,23 @@ SOURCE_OPTIONS = frozenset(
         "includeheaders",
         "kafkaconsumer.polltimeoutms",
         "bootstrap.servers",
+        "minpartitions",
+        "maxrecordsperpartition",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
+        "fetchoffset.numretries",
+        "fetchoffset.retryintervalms",
+        "groupidprefix",
     }
 )
-SINK_OPTIONS = frozenset({"topic", "bootstrap.servers"})
+SINK_OPTIONS = frozenset(
+    {"topic", "bootstrap.servers", "deliveryguarantee", "transactionalidprefix"}
+)
 _DEFAULT_POLL_TIMEOUT_MS = 120_000
+_DEFAULT_MAX_TRIGGER_DELAY = "15m"
+_TIME_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +80,12 @@ class SourceOptions:
     include_headers: bool
     poll_timeout_ms: int
     timestamp_strategy: str
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -95,6 +114,14 @@ class SourceOptions:
                 else _DEFAULT_POLL_TIMEOUT_MS
             ),
             timestamp_strategy=strategy,
+            min_partitions=_optional_positive(opts, "minPartitions"),
+            max_records_per_partition=_optional_positive(opts, "maxRecordsPerPartition"),
+            min_offsets_per_trigger=_optional_positive(opts, "minOffsetsPerTrigger"),
+            max_trigger_delay_ms=_duration_ms(
+                opts, "maxTriggerDelay", opts.get("maxtriggerdelay", _DEFAULT_MAX_TRIGGER_DELAY)
+            ),
+            fetch_offset_retries=_non_negative(opts, "fetchOffset.numRetries", 3),
+            fetch_offset_retry_interval_ms=_non_negative(opts, "fetchOffset.retryIntervalMs", 1000),
         )
 
     def check_batch(self) -> None:
@@ -123,13 +150,32 @@ class SourceOptions:
 class SinkOptions:
     client: ClientSettings
     topic: str | None
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         opts = {k.lower(): v for k, v in options.items()}
         _check_names(opts, SOURCE_OPTIONS | SINK_OPTIONS)
         topic = opts.get("topic")
-        return cls(client_settings(opts), topic.strip() if topic else None)
+        guarantee = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
+        if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+            raise KafkaConfigError(
+                f"option deliveryGuarantee is {guarantee!r}; use '{AT_LEAST_ONCE}' (the "
+                f"default, as Spark's Kafka sink) or '{EXACTLY_ONCE}' (transactions, for "
+                "streaming queries)"
+            )
+        prefix = opts.get("transactionalidprefix")
+        if prefix is not None and guarantee != EXACTLY_ONCE:
+            raise KafkaConfigError(
+                "option transactionalIdPrefix is only used with deliveryGuarantee=exactly-once"
+            )
+        return cls(
+            client_settings(opts),
+            topic.strip() if topic else None,
+            guarantee,
+            prefix.strip() if prefix else None,
+        )
 
 
 def _check_names(opts: Mapping[str, str], known: frozenset[str]) -> None:
@@ -187,6 +233,34 @@ def _boolean(opts: Mapping[str, str], name: str, default: bool) -> bool:
     if text not in ("true", "false"):
         raise KafkaConfigError(f"option {name} is {value!r}; use true or false")
     return text == "true"
+
+
+def _optional_positive(opts: Mapping[str, str], name: str) -> int | None:
+    return _positive(opts, name) if name.lower() in opts else None
+
+
+def _non_negative(opts: Mapping[str, str], name: str, default: int) -> int:
+    value = opts.get(name.lower())
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise KafkaConfigError(f"option {name} is {value!r}; use an integer >= 0")
+    return number
+
+
+def _duration_ms(opts: Mapping[str, str], name: str, value: str) -> int:
+    """A Spark time string ("15m", "30s", "500ms", "1h"; a bare number is milliseconds)."""
+    found = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(value).lower())
+    unit = found.group(2) if found else None
+    if found is None or (unit and unit not in _TIME_UNITS_MS):
+        raise KafkaConfigError(
+            f"option {name} is {value!r}; use a duration such as 15m, 30s or 500ms"
+        )
+    return int(found.group(1)) * _TIME_UNITS_MS[unit or "ms"]
 
 
 def _positive(opts: Mapping[str, str], name: str) -> int:

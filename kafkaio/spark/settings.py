@@ -22,7 +22,6 @@ from kafkaio.redact import masked, masked_repr
 
 # Options Spark's Kafka source rejects too, with the reason it gives.
 _FORBIDDEN = {
-    "group.id": "the source tracks offsets in Spark's checkpoint and joins no consumer group",
     "auto.offset.reset": "use startingOffsets (and failOnDataLoss) instead",
     "enable.auto.commit": "the source commits no offsets to Kafka",
     "key.deserializer": "keys are always binary: cast them in Spark (CAST(key AS STRING))",
@@ -31,7 +30,8 @@ _FORBIDDEN = {
     "value.serializer": "write a string or binary `value` column instead",
     "interceptor.classes": "interceptors are Java classes; kafkaio cannot load them",
     "partitioner.class": "write a `partition` column instead",
-    "transactional.id": "the sink writes without transactions (at least once)",
+    "transactional.id": "set deliveryGuarantee=exactly-once (and optionally "
+    "transactionalIdPrefix): the sink then gives each task its transactional id",
 }
 # Java / librdkafka names whose snake_case form is not kafkaio's name.
 _ALIASES = {
@@ -152,6 +152,8 @@ def client_settings(options: Mapping[str, str]) -> ClientSettings:
         key = name[len("kafka.") :]
         if key in _FORBIDDEN:
             raise KafkaConfigError(f"option {name} is not supported: {_FORBIDDEN[key]}")
+        if key == "group.id":
+            continue  # as Spark's source: it joins no group and commits nothing to it
         if key in _SSL_KEYS:
             ssl_opts[key] = value
             continue

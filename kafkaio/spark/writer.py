@@ -29,8 +29,8 @@ from pyspark.sql.types import (
 )
 
 from kafkaio.errors import KafkaConfigError
-from kafkaio.spark.options import SinkOptions
-from kafkaio.spark.produce import write_batches
+from kafkaio.spark.options import EXACTLY_ONCE, SinkOptions
+from kafkaio.spark.produce import write_batches, write_batches_exactly_once
 from kafkaio.spark.rows import HEADERS_TYPE
 
 log = logging.getLogger("kafkaio.spark")
@@ -109,6 +109,15 @@ class KafkaioBatchWriter(_SinkBase, DataSourceArrowWriter):
     """df.write.format("kafkaio"): every row becomes one record (append; "overwrite" appends
     too, as in Spark's Kafka sink)."""
 
+    def __init__(self, raw: Mapping[str, str], schema: StructType) -> None:
+        super().__init__(raw, schema)
+        if self._opts.delivery_guarantee == EXACTLY_ONCE:
+            raise KafkaConfigError(
+                "deliveryGuarantee=exactly-once is for streaming writes (writeStream): each "
+                "micro-batch's tasks commit transactions marked with the batch id; a batch "
+                "write (df.write) has no batch id to resume by and is at-least-once"
+            )
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self._write(iterator)
 
@@ -124,16 +133,52 @@ class KafkaioBatchWriter(_SinkBase, DataSourceArrowWriter):
 
 
 class KafkaioStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
-    """df.writeStream.format("kafkaio"): each micro-batch's rows become records
-    (at-least-once: a retried batch may write its records again)."""
+    """df.writeStream.format("kafkaio"): each micro-batch's rows become records.
+
+    At-least-once by default (a retried batch may write its records again), as Spark's
+    Kafka sink. With deliveryGuarantee=exactly-once each task writes in a transaction of
+    its own transactional id (transactionalIdPrefix, default kafkaio-spark-<query id>, and
+    the task's partition), committed with a marker of the micro-batch id: a batch run
+    again (a failed task, a restarted query) skips what was committed, and a zombie
+    attempt is fenced. read_committed consumers see every row once. It needs a
+    deterministic query (a batch run again must give each task the same rows), as
+    Spark's own exactly-once sinks do."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return self._write(iterator)
+        if self._opts.delivery_guarantee != EXACTLY_ONCE:
+            return self._write(iterator)
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        if ctx is None or batch is None or query is None:
+            raise KafkaConfigError(
+                "deliveryGuarantee=exactly-once needs the micro-batch id and query id Spark "
+                "gives micro-batch tasks; this task has none (continuous processing?)"
+            )
+        prefix = self._opts.transactional_id_prefix or f"kafkaio-spark-{query}"
+        written = write_batches_exactly_once(
+            self._opts.client,
+            self._opts.topic,
+            iterator,
+            transactional_id=f"{prefix}-{ctx.partitionId()}",
+            batch_id=int(batch),
+        )
+        return KafkaioCommitMessage(written)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("micro-batch %d: wrote %d records to Kafka", batchId, _total(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self._opts.delivery_guarantee == EXACTLY_ONCE:
+            log.warning(
+                "micro-batch %d failed; the transactions its tasks committed (%d records) are "
+                "skipped when the batch runs again",
+                batchId,
+                _total(messages),
+            )
+            return
         log.warning(
             "micro-batch %d failed; %d acknowledged records stay in Kafka",
             batchId,

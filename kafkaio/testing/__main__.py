@@ -1,4 +1,5 @@
-"""``python -m kafkaio.testing``: fetch Apache Kafka's jars, or run a local test cluster."""
+"""``python -m kafkaio.testing``: fetch Apache Kafka's jars (or Spark's Kafka connector), or
+run a local test cluster."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kafkaio.testing.apache import (
     jars_cached,
     unavailable_reason,
 )
+from kafkaio.testing.errors import BrokerStartError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +40,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="do not record the broker's class-data-sharing archive (faster starts)",
     )
+    spark = commands.add_parser(
+        "fetch-spark-kafka",
+        help="fetch Spark's Kafka connector for the installed PySpark (idempotent)",
+    )
+    spark.add_argument(
+        "--if-possible",
+        action="store_true",
+        help="when PySpark, Java 17+ or Maven is missing, say why and exit 0",
+    )
     run = commands.add_parser("run-kafka", help="run a cluster on 127.0.0.1 until Ctrl-C")
     run.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
     args = parser.parse_args(argv)
@@ -54,12 +65,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_class_archive:
             build_class_archive(args.version)
         return 0
+    if args.command == "fetch-spark-kafka":
+        return _fetch_spark_kafka(args.if_possible)
     with ApacheKafka(args.brokers, version=args.version, keep_directory=True) as cluster:
         print(f"bootstrap {cluster.bootstrap} (started in {cluster.start_seconds or 0:.1f} s)")
         print(f"logs under {cluster.directory}; Ctrl-C stops")
         with contextlib.suppress(KeyboardInterrupt):
             while cluster.running:
                 time.sleep(1)
+    return 0
+
+
+def _fetch_spark_kafka(if_possible: bool) -> int:
+    from kafkaio.testing import spark_kafka
+
+    reason = spark_kafka.unavailable_reason()
+    if reason is not None:
+        print(f"Spark's Kafka connector not fetched: {reason}", file=sys.stderr)
+        return 0 if if_possible else 1
+    try:
+        jars = spark_kafka.connector_jars()
+    except BrokerStartError as exc:
+        print(f"Spark's Kafka connector not fetched: {exc}", file=sys.stderr)
+        return 0 if if_possible else 1
+    print(f"spark-sql-kafka-0-10 {spark_kafka.pyspark_version()}: {', '.join(map(str, jars))}")
     return 0
 
 

@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,51 +228,76 @@ def fetch_jars(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
     """
     home = kafka_home(version)
     libs = home / "libs"
-    if jars_cached(version):
-        return libs
-    with _file_lock(home / ".lock"):
-        if jars_cached(version):
-            return libs
-        mvn = find_maven()
-        if mvn is None:
-            raise BrokerStartError(
-                f"Maven (mvn) not found: it fetches Apache Kafka {version} into {libs}"
-            )
-        staging = home / f"libs.partial-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        command = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
-            f"-Dkafka.version={version}",
-        ]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise BrokerStartError(
-                f"Maven did not fetch Apache Kafka {version} within {timeout:.0f} s"
-            ) from exc
-        if done.returncode != 0 or not (staging / f"kafka_2.13-{version}.jar").exists():
-            shutil.rmtree(staging, ignore_errors=True)
-            output = (done.stdout + done.stderr)[-_LOG_TAIL_CHARS:]
-            raise BrokerStartError(
-                f"Maven could not fetch Apache Kafka {version} (exit {done.returncode}; "
-                f"{' '.join(command)}):\n{output}"
-            )
-        shutil.rmtree(libs, ignore_errors=True)
+
+    def fetch() -> None:
+        maven_copy_dependencies(
+            POM,
+            libs,
+            {"kafka.version": version},
+            expect=f"kafka_2.13-{version}.jar",
+            what=f"Apache Kafka {version}",
+            timeout=timeout,
+        )
         for stale in home.glob("broker-*.jsa"):  # class archives of the old jars
             stale.unlink()
-        staging.rename(libs)
         (home / "libs.complete").write_text(_stamp_text(version))
+
+    fetch_once(home, lambda: jars_cached(version), fetch)
     return libs
+
+
+def fetch_once(home: Path, cached: Callable[[], bool], fetch: Callable[[], None]) -> None:
+    """Run ``fetch`` unless ``cached()``; concurrent callers (other processes too) wait for
+    each other on a lock file in ``home`` and fetch once."""
+    if cached():
+        return
+    with _file_lock(home / ".lock"):
+        if not cached():
+            fetch()
+
+
+def maven_copy_dependencies(
+    pom: Path,
+    target: Path,
+    properties: Mapping[str, str],
+    *,
+    expect: str,
+    what: str,
+    timeout: float,
+) -> None:
+    """Resolve ``pom``'s runtime dependencies with Maven into ``target``, replacing it only
+    once Maven succeeded and ``expect`` (a jar file name) is among them. Raises
+    BrokerStartError with Maven's output when Maven is missing, fails or times out."""
+    mvn = find_maven()
+    if mvn is None:
+        raise BrokerStartError(f"Maven (mvn) not found: it fetches {what} into {target}")
+    staging = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+        *(f"-D{k}={v}" for k, v in properties.items()),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BrokerStartError(f"Maven did not fetch {what} within {timeout:.0f} s") from exc
+    if done.returncode != 0 or not (staging / expect).exists():
+        shutil.rmtree(staging, ignore_errors=True)
+        output = (done.stdout + done.stderr)[-_LOG_TAIL_CHARS:]
+        raise BrokerStartError(
+            f"Maven could not fetch {what} (exit {done.returncode}; {' '.join(command)}):\n"
+            f"{output}"
+        )
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
 
 
 def class_archive_path(version: str = KAFKA_VERSION) -> Path | None:

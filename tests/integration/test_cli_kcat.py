@@ -224,3 +224,28 @@ def test_consume_decodes_avro_through_the_schema_registry(
     assert missing.returncode == 2 and b"-r URL" in missing.stderr
     wrong = run(*base, "-s", "value=json")
     assert wrong.returncode == 1 and b"AVRO schema, not JSON" in wrong.stderr
+
+
+def test_stored_offsets_of_a_group(apache_kafka: BrokerInfo, unique_topic: str) -> None:
+    """-o stored -g G starts where the group committed (kcat's -o stored with -G), commits
+    what it printed, so a second run prints nothing; a partition the group never committed
+    starts at the end (the reset kcat uses for stored without a commit)."""
+    b = ("-b", apache_kafka.bootstrap)
+    _create(apache_kafka.bootstrap, unique_topic, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+
+    async def produce_and_commit() -> None:
+        async with Producer(apache_kafka.bootstrap) as producer:
+            for partition in (0, 1):
+                for i in range(10):
+                    await producer.send(unique_topic, b"p%dv%d" % (partition, i), partition=partition)
+        async with Consumer(bootstrap_servers=apache_kafka.bootstrap, group_id=group) as c:
+            await c.commit({TopicPartition(unique_topic, 0): 6})
+
+    anyio.run(produce_and_commit)
+    first = run(*b, "consume", unique_topic, "-g", group, "-o", "stored", "-e")
+    assert first.returncode == 0, first.stderr
+    assert sorted(first.stdout.decode().split()) == ["p0v6", "p0v7", "p0v8", "p0v9"]
+    again = run(*b, "consume", unique_topic, "-g", group, "-o", "stored", "-e")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == b""

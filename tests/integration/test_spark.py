@@ -5,8 +5,6 @@ with Trigger.AvailableNow and a checkpoint, and the option checks."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,12 +34,24 @@ from pyspark.sql.types import (  # noqa: E402
 from kafkaio import Consumer, Producer, TopicPartition  # noqa: E402
 from kafkaio.errors import KafkaConfigError  # noqa: E402
 from kafkaio.producer import RecordMetadata  # noqa: E402
-from kafkaio.spark import offsets_json, register  # noqa: E402
-from kafkaio.spark.offsets import rate_limit  # noqa: E402
-from kafkaio.spark.options import SourceOptions  # noqa: E402
+from kafkaio.spark import offsets_json  # noqa: E402
+from kafkaio.spark.offsets import (  # noqa: E402
+    OffsetRange,
+    pack_ranges,
+    rate_limit,
+    split_ranges,
+)
+from kafkaio.spark.options import SinkOptions, SourceOptions  # noqa: E402
+from kafkaio.spark.reader import KafkaioStreamReader  # noqa: E402
+from kafkaio.spark.rows import source_schema  # noqa: E402
 from kafkaio.spark.settings import client_settings  # noqa: E402
-from kafkaio.spark.writer import check_sink_schema  # noqa: E402
+from kafkaio.spark.writer import (  # noqa: E402
+    KafkaioBatchWriter,
+    KafkaioStreamWriter,
+    check_sink_schema,
+)
 from kafkaio.testing import BrokerInfo  # noqa: E402
+from tests.integration.spark_support import start_spark, stream_to_parquet  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -51,18 +61,7 @@ TS0 = 1_700_000_000_000  # record timestamps (ms) start here
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkaio-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = start_spark("local[2]", "kafkaio-tests", **{"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
 
@@ -168,7 +167,8 @@ def test_batch_read_every_partition(
         LongType(),
     )
     assert fields["topic"] == StringType()
-    assert df.rdd.getNumPartitions() == PARTITIONS  # one input partition per topic-partition
+    # ranges this small are read in one task (one per topic-partition from 10,000 offsets on)
+    assert df.rdd.getNumPartitions() == 1
     rows = df.collect()
     assert len(rows) == 300
     got = {(r.partition, r.offset): r for r in rows}
@@ -381,24 +381,9 @@ def _stream_once(
 ) -> list[dict[str, Any]]:
     """One availableNow run of topic (a regex with `pattern`) -> parquet; returns the run's
     progress reports."""
-    stream = (
-        spark.readStream.format("kafkaio")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribePattern" if pattern else "subscribe", topic)
-        .option("startingOffsets", "earliest")
+    query = stream_to_parquet(
+        spark, broker.bootstrap, topic, out, checkpoint, pattern=pattern, **options
     )
-    for name, value in options.items():
-        stream = stream.option(name, value)
-    query = (
-        stream.load()
-        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
     assert query.exception() is None, query.exception()
     return [p for p in query.recentProgress if p["numInputRows"] > 0]
 
@@ -523,8 +508,10 @@ def test_source_option_parsing() -> None:
         SourceOptions.parse(
             {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "startingOffset": "earliest"}
         )
-    with pytest.raises(KafkaConfigError, match="kafka.group.id is not supported"):
-        client_settings({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"})
+    # accepted as Spark's source accepts it: the source joins no group and commits nothing
+    assert client_settings({"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"}).options == {}
+    with pytest.raises(KafkaConfigError, match="kafka.auto.offset.reset is not supported"):
+        client_settings({"kafka.bootstrap.servers": "h:1", "kafka.auto.offset.reset": "latest"})
     with pytest.raises(KafkaConfigError, match="did you mean 'kafka.linger.ms'"):
         client_settings({"kafka.bootstrap.servers": "h:1", "kafka.linger.msec": "5"})
 
@@ -560,6 +547,95 @@ def test_sink_schema_check_ignores_nullability() -> None:
     )
     with pytest.raises(KafkaConfigError, match="column `headers` is array<struct<key:string>>"):
         check_sink_schema(wrong, "t")
+
+
+def test_split_ranges_as_spark() -> None:
+    """Spark's KafkaOffsetRangeCalculator: minPartitions splits large ranges in proportion
+    (small ones stay whole), maxRecordsPerPartition caps each piece, empty ones go."""
+    a, b, c = (OffsetRange("t", p, 0, n) for p, n in ((0, 200), (1, 100), (2, 10)))
+    empty = OffsetRange("t", 3, 5, 5)
+
+    def spans(ranges: list[OffsetRange]) -> list[tuple[int, int, int]]:
+        return [(r.partition, r.start, r.end) for r in ranges]
+
+    assert split_ranges([a, b, c, empty], min_partitions=3, max_records=None) == [a, b, c]
+    assert spans(split_ranges([a, b, c], min_partitions=5, max_records=None)) == [
+        (0, 0, 66), (0, 66, 133), (0, 133, 200), (1, 0, 100), (2, 0, 10)
+    ]
+    assert spans(split_ranges([a, b, c], min_partitions=None, max_records=70)) == [
+        (0, 0, 66), (0, 66, 133), (0, 133, 200), (1, 0, 50), (1, 50, 100), (2, 0, 10)
+    ]
+    assert spans(split_ranges([c], min_partitions=4, max_records=None)) == [
+        (2, 0, 2), (2, 2, 4), (2, 4, 7), (2, 7, 10)
+    ]
+
+
+def test_pack_ranges_groups_small_ones() -> None:
+    big, small = OffsetRange("t", 0, 0, 50), [OffsetRange("t", p, 0, 4) for p in (1, 2, 3, 4)]
+    assert pack_ranges([big, *small], 10) == [[big], small[:3], small[3:]]
+    assert pack_ranges([], 10) == []
+
+
+def test_source_and_sink_option_parity() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    opts = SourceOptions.parse(
+        base
+        | {
+            "minPartitions": "8",
+            "maxRecordsPerPartition": "1000",
+            "minOffsetsPerTrigger": "50",
+            "maxTriggerDelay": "30s",
+            "fetchOffset.numRetries": "0",
+            "fetchOffset.retryIntervalMs": "20",
+            "groupIdPrefix": "ignored",
+        }
+    )
+    assert (opts.min_partitions, opts.max_records_per_partition) == (8, 1000)
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (50, 30_000)
+    assert (opts.fetch_offset_retries, opts.fetch_offset_retry_interval_ms) == (0, 20)
+    assert SourceOptions.parse(base).max_trigger_delay_ms == 15 * 60_000  # Spark's 15m
+    with pytest.raises(KafkaConfigError, match="minPartitions is '0'"):
+        SourceOptions.parse(base | {"minPartitions": "0"})
+    with pytest.raises(KafkaConfigError, match="maxTriggerDelay is '5 parsecs'"):
+        SourceOptions.parse(base | {"maxTriggerDelay": "5 parsecs"})
+    sink = SinkOptions.parse(
+        {"kafka.bootstrap.servers": "h:1", "deliveryGuarantee": "Exactly-Once",
+         "transactionalIdPrefix": "orders-copy"}
+    )
+    assert (sink.delivery_guarantee, sink.transactional_id_prefix) == (
+        "exactly-once", "orders-copy"
+    )
+    with pytest.raises(KafkaConfigError, match="deliveryGuarantee is 'twice'"):
+        SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "deliveryGuarantee": "twice"})
+    with pytest.raises(KafkaConfigError, match="only used with deliveryGuarantee=exactly-once"):
+        SinkOptions.parse({"kafka.bootstrap.servers": "h:1", "transactionalIdPrefix": "p"})
+    with pytest.raises(KafkaConfigError, match="kafka.transactional.id is not supported"):
+        client_settings({"kafka.bootstrap.servers": "h:1", "kafka.transactional.id": "x"})
+
+
+def test_exactly_once_is_for_streaming_writes() -> None:
+    schema = StructType([StructField("value", StringType())])
+    raw = {"kafka.bootstrap.servers": "h:1", "topic": "t", "deliveryGuarantee": "exactly-once"}
+    with pytest.raises(KafkaConfigError, match="exactly-once is for streaming writes"):
+        KafkaioBatchWriter(raw, schema)
+    KafkaioStreamWriter(raw, schema)
+
+
+def test_min_offsets_per_trigger_waits_for_max_trigger_delay() -> None:
+    """Spark's delayBatch: a trigger with fewer than minOffsetsPerTrigger new offsets is
+    skipped until maxTriggerDelay has passed since the last micro-batch."""
+    schema = source_schema(False)
+    reader = KafkaioStreamReader(
+        {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "minOffsetsPerTrigger": "10",
+         "maxTriggerDelay": "1h"},
+        schema,
+    )
+    tp = TopicPartition("t", 0)
+    assert not reader._delay_batch({tp: 0}, {tp: 3})  # the first trigger always runs
+    assert reader._delay_batch({tp: 3}, {tp: 8})  # 5 < 10 new offsets: wait
+    assert not reader._delay_batch({tp: 3}, {tp: 13})  # 10 new offsets: run
+    reader._last_trigger_ms -= 3_600_000  # an hour later
+    assert not reader._delay_batch({tp: 13}, {tp: 14})
 
 
 def test_rate_limit_spreads_by_lag() -> None:

@@ -156,6 +156,10 @@ class CommitManager:
         self._positions_failures = 0
         self._next_positions_ms = -math.inf
         self._errors: list[KafkaError] = []
+        # told {tp: offset} after each successful commit (the consumer's interceptors)
+        self.on_committed: Callable[[dict[TopicPartition, OffsetAndMetadata]], None] | None = (
+            None
+        )
 
     # -- application calls ---------------------------------------------------------------
 
@@ -451,6 +455,8 @@ class CommitManager:
             self._on_auto_commit_done(now, error)
         if error is None:
             commit.handle.complete(commit.offsets)
+            if self.on_committed is not None and commit.offsets:
+                self.on_committed(dict(commit.offsets))
         else:
             commit.handle.fail(error)
 

@@ -153,3 +153,18 @@ def test_error_in_traced_handler_is_recorded_and_raised() -> None:
     (span,) = spans.get_finished_spans()
     assert not span.status.is_ok
     assert span.events and span.events[0].name == "exception"
+
+
+def test_the_tracing_interceptor_opens_a_receive_span_per_consumed_record() -> None:
+    provider, spans = _tracing()
+    interceptor = TracingInterceptor(provider, group_id="g")
+    sent = interceptor.on_send(ProducerRecord("orders", b"v"))
+    (send_span,) = spans.get_finished_spans()
+    record = _record(list(sent.headers or ()))
+    assert interceptor.on_consume({("orders", 2): [record, _record(())]}) is None  # unchanged
+    receive, fresh = spans.get_finished_spans()[1:]
+    assert receive.kind is SpanKind.CONSUMER and receive.name == "receive orders"
+    assert receive.context.trace_id == send_span.context.trace_id
+    assert receive.parent is not None and receive.parent.span_id == send_span.context.span_id
+    assert dict(receive.attributes or {})["messaging.consumer.group.name"] == "g"
+    assert fresh.context.trace_id != send_span.context.trace_id  # no header: a new trace
