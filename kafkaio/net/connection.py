@@ -287,11 +287,11 @@ class Connection:
         """How long the broker keeps the SASL session (0: no limit), from authentication."""
         return self._machine.session_lifetime_ms
 
-    def supports(self, request_cls: type) -> bool:
+    def supports(self, request_cls: type[Request[Any]]) -> bool:
         """True if this broker and kafkaio share a version of the request's API."""
         return self._machine.supports(request_cls)
 
-    def version_for(self, request_cls: type) -> int:
+    def version_for(self, request_cls: type[Request[Any]]) -> int:
         """The highest version of this API that both the broker and kafkaio support."""
         return self._machine.version_for(request_cls)
 

@@ -21,7 +21,7 @@ import enum
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkaio.errors import (
     KafkaConnectionError,
@@ -34,24 +34,27 @@ from kafkaio.errors import (
 )
 from kafkaio.net.framing import FrameReader
 from kafkaio.net.inflight import CorrelationIds, InFlightRequest, InFlightRequests
+from kafkaio.protocol.api import Request
 from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
 from kafkaio.protocol.messages import (
     REQUESTS,
     ApiVersionsRequest,
     ApiVersionsResponse,
     SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
     SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 if TYPE_CHECKING:
     from kafkaio.net.config import ConnectionConfig
     from kafkaio.net.sasl import SaslMechanism
-    from kafkaio.protocol.api import Request
     from kafkaio.runtime.completion import Completion
 
 log = logging.getLogger("kafkaio.net")
 
 _UNSUPPORTED_VERSION = 35
+R = TypeVar("R")
 
 
 class ConnectionState(enum.Enum):
@@ -230,7 +233,7 @@ class ConnectionMachine:
 
     # -- versions ---------------------------------------------------------------------------
 
-    def supports(self, request_cls: type) -> bool:
+    def supports(self, request_cls: type[Request[Any]]) -> bool:
         """True if this broker and kafkaio share a version of the request's API."""
         try:
             self.version_for(request_cls)
@@ -238,17 +241,17 @@ class ConnectionMachine:
             return False
         return True
 
-    def version_for(self, request_cls: type) -> int:
+    def version_for(self, request_cls: type[Request[Any]]) -> int:
         """The highest version of this API that both the broker and kafkaio support."""
-        key: int = request_cls.API_KEY  # type: ignore[attr-defined]
-        low: int = request_cls.MIN_VERSION  # type: ignore[attr-defined]
-        high: int = request_cls.MAX_STABLE_VERSION  # type: ignore[attr-defined]
+        key = request_cls.API_KEY
+        low = request_cls.MIN_VERSION
+        high = request_cls.MAX_STABLE_VERSION
         theirs = self.api_versions.get(key)
         if theirs is not None:
             low, high = max(low, theirs[0]), min(high, theirs[1])
             if low <= high:
                 return high
-        ours = (request_cls.MIN_VERSION, request_cls.MAX_STABLE_VERSION)  # type: ignore[attr-defined]
+        ours = (request_cls.MIN_VERSION, request_cls.MAX_STABLE_VERSION)
         name = api_name(request_cls)
         if theirs is None:
             raise UnsupportedVersionError(
@@ -275,11 +278,11 @@ class ConnectionMachine:
 
     def send(
         self,
-        request: Request[Any],
+        request: Request[R],
         version: int,
         now: float,
         deadline: float,
-        waiter: Completion[Any] | None,
+        waiter: Completion[R] | None,
     ) -> bytes:
         """The frame of `request` to write now. With a `waiter` it is noted in flight until
         its response completes the waiter (or `deadline` passes); without, the broker sends
@@ -428,16 +431,16 @@ class ConnectionMachine:
     def _on_setup_response(
         self, entry: InFlightRequest[Any], response: Any, now: float
     ) -> Sequence[Event]:
-        key = entry.api_key
-        if key == ApiVersionsRequest.API_KEY and self.state is ConnectionState.VERSIONS:
+        state = self.state
+        if isinstance(response, ApiVersionsResponse) and state is ConnectionState.VERSIONS:
             return self._on_api_versions(entry.api_version, response, now)
-        if key == SaslHandshakeRequest.API_KEY and self.state is ConnectionState.AUTHENTICATING:
+        if isinstance(response, SaslHandshakeResponse) and state is ConnectionState.AUTHENTICATING:
             return self._on_handshake(response)
-        if key == SaslAuthenticateRequest.API_KEY and self._mechanism is not None:
+        if isinstance(response, SaslAuthenticateResponse) and self._mechanism is not None:
             return self._on_authenticate(response, self._mechanism)
         return self._fail(
             KafkaProtocolError(
-                f"an unexpected {api_name_for_key(key)} response in {self.state.value}"
+                f"an unexpected {api_name_for_key(entry.api_key)} response in {state.value}"
             )
         )
 
@@ -479,7 +482,7 @@ class ConnectionMachine:
         request = SaslHandshakeRequest(mechanism=self._sasl_mechanism)
         return self._setup_request(request, version, now)
 
-    def _on_handshake(self, response: Any) -> Sequence[Event]:
+    def _on_handshake(self, response: SaslHandshakeResponse) -> Sequence[Event]:
         name = self._sasl_mechanism
         if response.error_code:
             return self._fail(
@@ -495,7 +498,9 @@ class ConnectionMachine:
         version = self.version_for(SaslAuthenticateRequest)
         return self._setup_request(SaslAuthenticateRequest(auth_bytes=token), version, now)
 
-    def _on_authenticate(self, response: Any, mechanism: SaslMechanism) -> Sequence[Event]:
+    def _on_authenticate(
+        self, response: SaslAuthenticateResponse, mechanism: SaslMechanism
+    ) -> Sequence[Event]:
         if response.error_code:
             detail = response.error_message or ""
             server_error = getattr(mechanism, "server_error", None)
