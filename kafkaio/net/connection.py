@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
+import random
 import socket
 import ssl
 from collections.abc import Sequence
@@ -64,6 +66,10 @@ __all__ = ["Connection", "ConnectionState", "api_name", "describe_node"]
 log = logging.getLogger("kafkaio.net")
 
 _CLOSE_GRACE = 0.5  # seconds a close may take before the socket is dropped
+# A SASL session is renewed (KIP-368) after 85-95% of the lifetime the broker gave it, as
+# Java's client does: early enough for the round trips, spread so connections do not renew
+# all at once.
+_REAUTH_WINDOW = (0.85, 0.95)
 # Plain TCP connections under asyncio use AsyncioWire; KAFKAIO_ASYNCIO_WIRE=0 switches to the
 # anyio stream path that TLS and trio use (the tests run both).
 USE_ASYNCIO_WIRE = os.environ.get("KAFKAIO_ASYNCIO_WIRE", "1") != "0"
@@ -104,6 +110,8 @@ class Connection:
         # set-up events (versions, SASL) for the task running the set-up; None otherwise
         self._setup_events: list[Event] | None = None
         self._progress: Completion[None] | None = None
+        # when the SASL session must be renewed (math.inf: never, the broker set no limit)
+        self._reauth_at = math.inf
         self._io: ConnectionIO
         if isinstance(transport, AsyncioWire):
             self._io = transport
@@ -169,9 +177,10 @@ class Connection:
 
     async def reauthenticate(self) -> None:
         """Authenticate again on this connection (KIP-368: before ``session_lifetime_ms``
-        ends). Requests sent meanwhile wait in line (none is lost); requests in flight are
-        answered first. Bounded by ``request_timeout_ms``; raises what `connect` raises for
-        a refusal (the connection is then closed)."""
+        ends; :meth:`send` does it when the session is about to end). Requests sent
+        meanwhile wait in line (none is lost); requests in flight are answered first.
+        Bounded by ``request_timeout_ms``; raises what `connect` raises for a refusal (the
+        connection is then closed)."""
         try:
             with anyio.fail_after(self._request_timeout):
                 await self._run_setup(self._machine.reauthenticate(self._io.now()))
@@ -206,6 +215,7 @@ class Connection:
                         token = await self._sasl_step(event)
                         pending.append(machine.sasl_continue(token, io.now()))
                     elif isinstance(event, Ready):
+                        self._session_started(io.now())
                         return
                     else:
                         raise event.cause or self._closed_error()
@@ -214,6 +224,23 @@ class Connection:
             self._setup_events = self._progress = None
             if self._line:
                 self._line.notify()  # ready: requests waiting in line go on
+
+    def _session_started(self, now: float) -> None:
+        """Authenticated (or only versions negotiated, without SASL): note when the session
+        the broker granted (``session_lifetime_ms``) must be renewed."""
+        lifetime = self._machine.session_lifetime_ms
+        if lifetime <= 0:
+            self._reauth_at = math.inf
+        else:
+            self._reauth_at = now + lifetime / 1000 * random.uniform(*_REAUTH_WINDOW)
+
+    async def _renew_session_if_due(self, now: float) -> None:
+        """Before a request: re-authenticate if the SASL session is about to end (KIP-368:
+        a broker with ``connections.max.reauth.ms`` closes a connection that sends a request
+        after its session ended). One sender does it; the others wait in line meanwhile."""
+        if now >= self._reauth_at and self._machine.state is ConnectionState.READY:
+            log.debug("%s: renewing the SASL session", self)
+            await self.reauthenticate()
 
     async def _next_setup_events(self) -> list[Event]:
         """Wait until the machine has set-up events (it gets them from `received`)."""
@@ -315,6 +342,9 @@ class Connection:
         ):
             await self._io.aclose(_CLOSE_GRACE)
             raise self._closed_error()
+        if now >= self._reauth_at:
+            await self._renew_session_if_due(now)
+            now = io.now()
         if version is None:
             version = self._machine.version_for(type(request))
         waiter: Completion[R] = Completion()
@@ -335,6 +365,8 @@ class Connection:
         if not io.writes_at_once or self._line or not self._machine.can_send:
             return None
         now = io.now()
+        if now >= self._reauth_at:
+            return None  # the session must be renewed first: `send` does it
         waiter: Completion[R] = Completion()
         self._write_now(request, version, now, self._deadline(now, timeout), waiter)
         return waiter
@@ -347,6 +379,9 @@ class Connection:
         if self._closes(now):
             await self._io.aclose(_CLOSE_GRACE)
             raise self._closed_error()
+        if now >= self._reauth_at:
+            await self._renew_session_if_due(now)
+            now = io.now()
         if version is None:
             version = self._machine.version_for(type(request))
         deadline = self._deadline(now, None)

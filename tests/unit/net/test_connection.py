@@ -947,6 +947,50 @@ def test_reauthentication_holds_new_requests_until_it_is_done(backend: str) -> N
     run(backend, scenario)
 
 
+def test_a_sasl_session_is_renewed_before_it_ends(backend: str) -> None:
+    # KIP-368: the broker grants a 300 ms session; a request made after it (85-95% of it)
+    # first runs the SASL exchange again (a broker with connections.max.reauth.ms closes a
+    # connection that sends a request after its session ended); the renewed session's
+    # lifetime counts from then
+    after_setup: list[int] = []
+
+    async def handler(client: FakeClient) -> None:
+        await sasl_handshake(client, ["PLAIN"])
+        auth = await client.read_request()
+        await client.respond(
+            auth, m.SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=300)
+        )
+        while True:
+            received = await client.read_request()
+            after_setup.append(received.api_key)
+            if received.api_key == 17:
+                response: Any = m.SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"])
+            elif received.api_key == 36:
+                assert received.request.auth_bytes == b"\x00alice\x00secret"
+                response = m.SaslAuthenticateResponse(
+                    error_code=0, auth_bytes=b"", session_lifetime_ms=60_000
+                )
+            else:
+                names = [t.name for t in received.request.topics or []]
+                response = metadata_response("c", *names)
+            await client.respond(received, response)
+
+    async def scenario() -> None:
+        async with FakeBroker(handler) as broker:
+            conn = await Connection.connect(broker.host, broker.port, sasl_config("PLAIN"))
+            assert conn.session_lifetime_ms == 300
+            await anyio.sleep(0.3)  # the session has ended
+            version = conn.version_for(m.MetadataRequest)
+            assert conn.send_soon(metadata_request("a"), version) is None  # `send` renews
+            assert topics(await conn.send(metadata_request("b"))) == ["b"]
+            assert conn.session_lifetime_ms == 60_000 and conn.state.value == "ready"
+            assert topics(await conn.send(metadata_request("c"))) == ["c"]
+            await conn.close()
+        assert after_setup == [17, 36, 3, 3]
+
+    run(backend, scenario)
+
+
 def test_sasl_mechanism_not_offered(backend: str) -> None:
     async def handler(client: FakeClient) -> None:
         await sasl_handshake(client, ["SCRAM-SHA-512"])
