@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import os
-import random
 import socket
 import ssl
 from collections.abc import Sequence
@@ -36,6 +34,7 @@ from kafkaio.errors import (
 )
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.io import ConnectionIO
+from kafkaio.net.reauth import SessionTimer
 from kafkaio.net.sasl import (
     OAuthBearerMechanism,
     PlainMechanism,
@@ -66,10 +65,6 @@ __all__ = ["Connection", "ConnectionState", "api_name", "describe_node"]
 log = logging.getLogger("kafkaio.net")
 
 _CLOSE_GRACE = 0.5  # seconds a close may take before the socket is dropped
-# A SASL session is renewed (KIP-368) after 85-95% of the lifetime the broker gave it, as
-# Java's client does: early enough for the round trips, spread so connections do not renew
-# all at once.
-_REAUTH_WINDOW = (0.85, 0.95)
 # Plain TCP connections under asyncio use AsyncioWire; KAFKAIO_ASYNCIO_WIRE=0 switches to the
 # anyio stream path that TLS and trio use (the tests run both).
 USE_ASYNCIO_WIRE = os.environ.get("KAFKAIO_ASYNCIO_WIRE", "1") != "0"
@@ -110,8 +105,6 @@ class Connection:
         # set-up events (versions, SASL) for the task running the set-up; None otherwise
         self._setup_events: list[Event] | None = None
         self._progress: Completion[None] | None = None
-        # when the SASL session must be renewed (math.inf: never, the broker set no limit)
-        self._reauth_at = math.inf
         self._io: ConnectionIO
         if isinstance(transport, AsyncioWire):
             self._io = transport
@@ -176,23 +169,45 @@ class Connection:
         return conn
 
     async def reauthenticate(self) -> None:
-        """Authenticate again on this connection (KIP-368: before ``session_lifetime_ms``
-        ends; :meth:`send` does it when the session is about to end). Requests sent
-        meanwhile wait in line (none is lost); requests in flight are answered first.
-        Bounded by ``request_timeout_ms``; raises what `connect` raises for a refusal (the
-        connection is then closed)."""
+        """Authenticate again on this connection (KIP-368): SaslHandshake and
+        SaslAuthenticate, with a fresh token from ``sasl_oauth_token_provider``.
+
+        :meth:`send` does it before a request once 85-95% of the session the broker granted
+        has passed (`session`), as Java's client does. Requests in flight are answered
+        first; requests sent meanwhile wait in line (none is lost). Bounded by
+        ``request_timeout_ms``. A failure (the broker refuses, the provider raises, the
+        connection breaks or times out) closes the connection and raises a retriable
+        KafkaConnectionError naming the cause (its ``__cause__``): the client retries on a
+        new connection, which logs in from scratch. Raises KafkaError, leaving the
+        connection as it is, if it does not use SASL."""
+        if self.closed:
+            raise self._closed_error()
+        events = self._machine.reauthenticate(self._io.now())
+        log.debug("%s: renewing the SASL session", self)
         try:
             with anyio.fail_after(self._request_timeout):
-                await self._run_setup(self._machine.reauthenticate(self._io.now()))
+                await self._run_setup(events)
         except TimeoutError:
-            error = KafkaTimeoutError(
-                f"re-authenticating to {self} did not finish within {self._request_timeout:g} s"
+            failure: Exception = KafkaTimeoutError(
+                f"it did not finish within {self._request_timeout:g} s"
             )
-            await self._shutdown(error)
-            raise error from None
-        except BaseException as exc:
-            await self._shutdown(exc if isinstance(exc, Exception) else None)
+        except Exception as exc:
+            failure = exc
+        except BaseException:
+            await self._shutdown(None)
             raise
+        else:
+            log.debug(
+                "%s: re-authenticated (%d so far; session of %d ms)",
+                self,
+                self.session.reauthentications,
+                self.session.lifetime_ms,
+            )
+            return
+        # the machine (closed now, if it was not) names the failure, `failure` its cause
+        await self._shutdown(failure)
+        error = self._machine.close_reason
+        raise error if isinstance(error, KafkaConnectionError) else self._closed_error()
 
     async def _run_setup(self, events: Sequence[Event]) -> None:
         """Run the machine's set-up steps (versions, SASL) until it is READY: write what it
@@ -215,7 +230,6 @@ class Connection:
                         token = await self._sasl_step(event)
                         pending.append(machine.sasl_continue(token, io.now()))
                     elif isinstance(event, Ready):
-                        self._session_started(io.now())
                         return
                     else:
                         raise event.cause or self._closed_error()
@@ -224,23 +238,6 @@ class Connection:
             self._setup_events = self._progress = None
             if self._line:
                 self._line.notify()  # ready: requests waiting in line go on
-
-    def _session_started(self, now: float) -> None:
-        """Authenticated (or only versions negotiated, without SASL): note when the session
-        the broker granted (``session_lifetime_ms``) must be renewed."""
-        lifetime = self._machine.session_lifetime_ms
-        if lifetime <= 0:
-            self._reauth_at = math.inf
-        else:
-            self._reauth_at = now + lifetime / 1000 * random.uniform(*_REAUTH_WINDOW)
-
-    async def _renew_session_if_due(self, now: float) -> None:
-        """Before a request: re-authenticate if the SASL session is about to end (KIP-368:
-        a broker with ``connections.max.reauth.ms`` closes a connection that sends a request
-        after its session ended). One sender does it; the others wait in line meanwhile."""
-        if now >= self._reauth_at and self._machine.state is ConnectionState.READY:
-            log.debug("%s: renewing the SASL session", self)
-            await self.reauthenticate()
 
     async def _next_setup_events(self) -> list[Event]:
         """Wait until the machine has set-up events (it gets them from `received`)."""
@@ -314,6 +311,11 @@ class Connection:
         """How long the broker keeps the SASL session (0: no limit), from authentication."""
         return self._machine.session_lifetime_ms
 
+    @property
+    def session(self) -> SessionTimer:
+        """The SASL session: when it is renewed, how often it was (KIP-368)."""
+        return self._machine.session
+
     def supports(self, request_cls: type[Request[Any]]) -> bool:
         """True if this broker and kafkaio share a version of the request's API."""
         return self._machine.supports(request_cls)
@@ -342,9 +344,6 @@ class Connection:
         ):
             await self._io.aclose(_CLOSE_GRACE)
             raise self._closed_error()
-        if now >= self._reauth_at:
-            await self._renew_session_if_due(now)
-            now = io.now()
         if version is None:
             version = self._machine.version_for(type(request))
         waiter: Completion[R] = Completion()
@@ -362,10 +361,11 @@ class Connection:
         Returns None, having done nothing, when it cannot (TLS, trio, set-up or closed, every
         slot taken, others waiting: use :meth:`send`); raises what encoding raises."""
         io = self._io
-        if not io.writes_at_once or self._line or not self._machine.can_send:
+        machine = self._machine
+        if not io.writes_at_once or self._line or not machine.can_send:
             return None
         now = io.now()
-        if now >= self._reauth_at:
+        if machine.renewal_due(now):
             return None  # the session must be renewed first: `send` does it
         waiter: Completion[R] = Completion()
         self._write_now(request, version, now, self._deadline(now, timeout), waiter)
@@ -379,9 +379,6 @@ class Connection:
         if self._closes(now):
             await self._io.aclose(_CLOSE_GRACE)
             raise self._closed_error()
-        if now >= self._reauth_at:
-            await self._renew_session_if_due(now)
-            now = io.now()
         if version is None:
             version = self._machine.version_for(type(request))
         deadline = self._deadline(now, None)
@@ -409,10 +406,17 @@ class Connection:
     ) -> None:
         """The one way a request goes out: wait for its turn in the line (every sender that
         called before has written) and for the machine to take it (READY, and an in-flight
-        slot free if it expects a response), then write its frame."""
+        slot free if it expects a response), renew the SASL session if it is due (KIP-368:
+        a broker with ``connections.max.reauth.ms`` closes a connection that sends a request
+        after its session ended), then write its frame."""
         await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
         machine = self._machine
-        if self._io.writes_at_once and not self._line and machine.can_send:
+        if (
+            self._io.writes_at_once
+            and not self._line
+            and machine.can_send
+            and not machine.renewal_due(now)
+        ):
             self._write_now(request, version, now, deadline, waiter)  # nobody to wait for
             return
         line = self._line
@@ -424,6 +428,10 @@ class Connection:
                     await line.wait(turn, takes)
                 if scope.cancelled_caught:
                     raise self._not_sent_error(request, version, deadline - now)
+            if machine.renewal_due(self._io.now()):
+                # at the head of the line: those behind wait until it is done, in order
+                await self.reauthenticate()
+                now = self._io.now()
             frame = machine.send(request, version, now, deadline, waiter)
             self.last_used = now
             await self._write(frame, deadline, api_name(type(request)))

@@ -13,6 +13,11 @@ States (one transition table, `_NEXT`)::
 
 Any state may go to CLOSED: a protocol error, a request past its deadline, a refusal during
 set-up or a lost socket fails every request in flight.
+
+The SASL session the broker granted is timed by a `SessionTimer` (kafkaio.net.reauth):
+`renewal_due` says when the I/O side must call `reauthenticate` before its next request. A
+failure while re-authenticating closes the machine with a retriable KafkaConnectionError
+naming the cause; the client retries on a new connection, which logs in from scratch.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from kafkaio.errors import (
 )
 from kafkaio.net.framing import FrameReader
 from kafkaio.net.inflight import CorrelationIds, InFlightRequest, InFlightRequests
+from kafkaio.net.reauth import SessionTimer
 from kafkaio.protocol.api import Request
 from kafkaio.protocol.frames import decode_response, encode_request, peek_correlation_id
 from kafkaio.protocol.messages import (
@@ -159,7 +165,7 @@ class ConnectionMachine:
     __slots__ = (
         "state",
         "api_versions",
-        "session_lifetime_ms",
+        "session",
         "close_reason",
         "peer",
         "_node_id",
@@ -172,6 +178,9 @@ class ConnectionMachine:
         "_reader",
         "_mechanism",
         "_reauthenticating",
+        "_renewing",
+        "_auth_started",
+        "_granted_ms",
     )
 
     def __init__(
@@ -179,7 +188,7 @@ class ConnectionMachine:
     ) -> None:
         self.state = ConnectionState.CONNECTING
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self.session_lifetime_ms = 0  # of the last SASL authentication (0: no limit)
+        self.session = SessionTimer()  # the SASL session: when to re-authenticate (KIP-368)
         self.close_reason: BaseException | None = None
         self.peer = describe_node(host, port, node_id)
         self._node_id = node_id
@@ -194,6 +203,9 @@ class ConnectionMachine:
         self._reader = FrameReader(config.max_response_size)
         self._mechanism: SaslMechanism | None = None
         self._reauthenticating = False  # a re-authentication waits for the table to empty
+        self._renewing = False  # re-authenticating (from READY) until READY again
+        self._auth_started = 0.0  # when the SaslHandshake of the current exchange went out
+        self._granted_ms = 0  # session_lifetime_ms of the last SaslAuthenticate answer
 
     def __repr__(self) -> str:
         return f"<ConnectionMachine {self.peer} {self.state.value} in_flight={len(self._inflight)}>"
@@ -226,6 +238,16 @@ class ConnectionMachine:
     def mid_frame(self) -> bool:
         """Part of a response has been received (a loss now cuts a response in half)."""
         return self._reader.mid_frame
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        """How long the broker keeps the SASL session (0: no limit), from authentication."""
+        return self.session.lifetime_ms
+
+    def renewal_due(self, now: float) -> bool:
+        """True when the SASL session must be renewed (`reauthenticate`) before the next
+        request: 85-95% of the lifetime the broker granted has passed at `now`."""
+        return self.session.due(now) and self.state is ConnectionState.READY
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a request in flight (None: nothing is in flight)."""
@@ -404,17 +426,21 @@ class ConnectionMachine:
             return self._authenticate(token, now)
         self._mechanism = None
         self._to(ConnectionState.READY)
+        self.session.authenticated(self._auth_started, self._granted_ms, renewal=self._renewing)
+        self._renewing = False
         return Ready()
 
     def reauthenticate(self, now: float) -> Sequence[Event]:
-        """READY -> AUTHENTICATING: authenticate again on this connection (KIP-368, before
-        ``session_lifetime_ms`` ends). New requests wait (`can_send` is False) until
-        `Ready`; the SaslHandshake goes out once the requests in flight are answered (a
-        `Write` now, or later from `receive_data`), then the steps run as at set-up."""
+        """READY -> AUTHENTICATING: authenticate again on this connection (KIP-368, when
+        `renewal_due`). New requests wait (`can_send` is False) until `Ready`; the
+        SaslHandshake goes out once the requests in flight are answered (a `Write` now, or
+        later from `receive_data`), then the steps run as at set-up. A failure from now
+        until `Ready` closes the machine with a KafkaConnectionError saying the
+        re-authentication failed, its ``__cause__`` the reason."""
         if self._sasl_mechanism is None:
             raise KafkaError(f"connection to {self.peer} does not use SASL")
         self._to(ConnectionState.AUTHENTICATING)
-        self._reauthenticating = True
+        self._reauthenticating = self._renewing = True
         if self._inflight:
             return _NO_EVENTS
         return [self._begin_handshake(now)]
@@ -467,6 +493,7 @@ class ConnectionMachine:
 
     def _begin_handshake(self, now: float) -> Event:
         self._reauthenticating = False
+        self._auth_started = now  # the session starts later: renewing from here errs early
         try:
             version = self.version_for(SaslHandshakeRequest)
         except UnsupportedVersionError as exc:
@@ -511,12 +538,13 @@ class ConnectionMachine:
                     detail or None, node=self._node_id, mechanism=mechanism.name
                 )
             )
-        self.session_lifetime_ms = response.session_lifetime_ms
+        self._granted_ms = response.session_lifetime_ms
         return [SaslChallenge(mechanism, response.auth_bytes)]
 
     def _setup_error(self, cause: BaseException) -> BaseException:
-        """What a failure during set-up raises: it names the step that failed."""
-        if not isinstance(cause, KafkaConnectionError | KafkaProtocolError):
+        """What a failure during set-up raises: it names the step that failed (a failed
+        re-authentication is described by `_close`)."""
+        if self._renewing or not isinstance(cause, KafkaConnectionError | KafkaProtocolError):
             return cause  # a refusal (an error code) says what it is
         if isinstance(cause, NotKafkaPeerError) or any(e.slot is not None for e in self._inflight):
             return cause  # said already, or requests of the application are in flight
@@ -564,9 +592,11 @@ class ConnectionMachine:
         timed_out: set[int] | None = None,
         timeout_error: Any = None,
     ) -> Closed:
+        if self._renewing and cause is not None:
+            cause = self._renewal_error(cause)
         self.state = ConnectionState.CLOSED
         self.close_reason = cause
-        self._reauthenticating = False
+        self._reauthenticating = self._renewing = False
 
         def error_for(entry: InFlightRequest[Any]) -> BaseException:
             if timed_out is not None and id(entry) in timed_out:
@@ -591,6 +621,18 @@ class ConnectionMachine:
 
         failed = self._inflight.fail_all(error_for)
         return Closed(cause, sum(1 for e in failed if e.slot is not None))
+
+    def _renewal_error(self, cause: BaseException) -> KafkaConnectionError:
+        """Re-authenticating failed (the broker refused, the token provider raised, the
+        connection broke or timed out): retriable, so the client retries on a new
+        connection, which logs in from scratch."""
+        error = KafkaConnectionError(
+            f"re-authenticating with {self.peer} (the broker ends SASL sessions after "
+            f"{self.session.lifetime_ms} ms) failed: {describe_error(cause)}; the connection "
+            "was closed and its requests are retried on a new one"
+        )
+        error.__cause__ = cause
+        return error
 
     def _not_ready(self) -> KafkaError:
         if self.state is ConnectionState.CLOSED:

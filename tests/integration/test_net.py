@@ -34,6 +34,7 @@ from kafkaio.net.inflight import InFlightRequests
 from kafkaio.net.stream import StreamIO
 from kafkaio.protocol import messages as m
 from kafkaio.testing import BrokerInfo
+from tests.integration._versions import NEGOTIATED
 
 pytestmark = pytest.mark.integration
 
@@ -68,9 +69,9 @@ def test_connect_negotiates_and_round_trips(kafka_broker: BrokerInfo, backend: s
         conn = await Connection.connect(host, port, ConnectionConfig())
         try:
             assert conn.api_versions == dict(kafka_broker.api_versions)
-            broker_max = conn.api_versions[m.MetadataRequest.API_KEY][1]
-            version = conn.version_for(m.MetadataRequest)
-            assert version == min(broker_max, m.MetadataRequest.MAX_STABLE_VERSION)
+            if kafka_broker.name in NEGOTIATED:
+                expected = NEGOTIATED[kafka_broker.name]["Metadata"]
+                assert conn.version_for(m.MetadataRequest) == expected
             response = await conn.send(METADATA_ALL)
             assert response.brokers, response
             assert port in {b.port for b in response.brokers}

@@ -184,21 +184,23 @@ def test_requests_wait_until_ready() -> None:
 # -- SASL -------------------------------------------------------------------------------------
 
 
-def authenticate(machine: ConnectionMachine, handshake: Write) -> None:
+def authenticate(
+    machine: ConnectionMachine, handshake: Write, now: float = 0.0, lifetime_ms: int = 60_000
+) -> None:
     """The PLAIN exchange after the handshake request, through to Ready."""
     request = written(handshake.data)
     assert request.api_key == 17 and request.request.mechanism == "PLAIN"
     response = m.SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"])
-    assert machine.receive_data(answer(request, response), 0.0) == [MechanismNeeded("PLAIN")]
+    assert machine.receive_data(answer(request, response), now) == [MechanismNeeded("PLAIN")]
     mechanism = PlainMechanism("alice", "secret")
-    auth = written(machine.sasl_start(mechanism, 0.0).data)
+    auth = written(machine.sasl_start(mechanism, now).data)
     assert auth.api_key == 36 and auth.request.auth_bytes == b"\x00alice\x00secret"
-    ok = m.SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=60_000)
-    event = only(machine.receive_data(answer(auth, ok), 0.0))
+    ok = m.SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=lifetime_ms)
+    event = only(machine.receive_data(answer(auth, ok), now))
     assert isinstance(event, SaslChallenge) and event.challenge == b""
     assert machine.state is S.AUTHENTICATING and not machine.can_send
-    assert machine.sasl_continue(event.mechanism.step(event.challenge), 0.0) == Ready()
-    assert machine.state is S.READY and machine.session_lifetime_ms == 60_000
+    assert machine.sasl_continue(event.mechanism.step(event.challenge), now) == Ready()
+    assert machine.state is S.READY and machine.session_lifetime_ms == lifetime_ms
 
 
 def sasl_machine() -> tuple[ConnectionMachine, Write]:
@@ -266,6 +268,72 @@ def test_reauthentication_waits_for_the_requests_in_flight() -> None:
     request, waiter = send(machine, "after")
     machine.receive_data(reply(request), 0.0)
     assert topics(waiter.result()) == ["after"]
+
+
+def test_the_session_is_renewed_at_85_to_95_percent_of_its_lifetime() -> None:
+    # counted from the handshake of each exchange; a renewal is counted, the first login not
+    machine, handshake = sasl_machine()
+    authenticate(machine, handshake, now=0.0, lifetime_ms=10_000)
+    assert not machine.renewal_due(8.49) and machine.renewal_due(9.5)
+    assert machine.session.reauthentications == 0
+    handshake = only(machine.reauthenticate(9.5))
+    assert isinstance(handshake, Write) and not machine.renewal_due(9.5)  # under way
+    authenticate(machine, handshake, now=9.6, lifetime_ms=4000)
+    assert machine.session.reauthentications == 1
+    assert not machine.renewal_due(12.99) and machine.renewal_due(13.4)
+    machine.close()
+    assert not machine.renewal_due(100.0)
+
+
+def test_a_session_without_a_lifetime_is_never_renewed() -> None:
+    machine, handshake = sasl_machine()
+    authenticate(machine, handshake, lifetime_ms=0)
+    assert not machine.renewal_due(1e12)
+    assert not ready_machine().renewal_due(1e12)  # no SASL at all
+
+
+def test_a_failed_renewal_closes_with_a_retriable_error_naming_the_cause() -> None:
+    # the broker refuses the renewal
+    machine, handshake = sasl_machine()
+    authenticate(machine, handshake, lifetime_ms=5000)
+    auth = only(machine.reauthenticate(5.0))
+    assert isinstance(auth, Write)
+    request = written(auth.data)
+    machine.receive_data(answer(request, m.SaslHandshakeResponse(mechanisms=["PLAIN"])), 5.0)
+    request = written(machine.sasl_start(PlainMechanism("alice", "secret"), 5.0).data)
+    refused = m.SaslAuthenticateResponse(error_code=58, error_message="Authentication failed")
+    event = only(machine.receive_data(answer(request, refused), 5.0))
+    assert isinstance(event, Closed) and isinstance(event.cause, KafkaConnectionError)
+    assert isinstance(event.cause.__cause__, SaslAuthenticationFailedError)
+    assert str(event.cause).startswith(
+        "re-authenticating with node 2 (broker:9092) (the broker ends SASL sessions after "
+        "5000 ms) failed: SaslAuthenticationFailedError: SASL_AUTHENTICATION_FAILED (error 58) "
+        "[node=2, mechanism='PLAIN']: Authentication failed."
+    )
+    assert machine.close_reason is event.cause
+    # the I/O side fails (the token provider raised): the same error, whatever the cause
+    machine, handshake = sasl_machine()
+    authenticate(machine, handshake, lifetime_ms=5000)
+    machine.reauthenticate(5.0)
+    provider = SaslAuthenticationFailedError("the identity provider refused")
+    event = machine.close(provider)
+    assert event is not None and isinstance(event.cause, KafkaConnectionError)
+    assert event.cause.__cause__ is provider and "identity provider refused" in str(event.cause)
+    # the connection is lost while the requests in flight are answered first
+    machine, handshake = sasl_machine()
+    authenticate(machine, handshake, lifetime_ms=5000)
+    request, waiter = send(machine, "before")
+    assert machine.reauthenticate(5.0) == ()
+    event = only(machine.connection_lost(None))
+    assert isinstance(event, Closed) and "re-authenticating with" in str(event.cause)
+    assert isinstance(waiter.error, KafkaConnectionError)
+    assert "re-authenticating with" in str(waiter.error)
+    # closed on purpose meanwhile: no failure to name
+    machine, handshake = sasl_machine()
+    authenticate(machine, handshake, lifetime_ms=5000)
+    machine.reauthenticate(5.0)
+    event = machine.close()
+    assert event is not None and event.cause is None and machine.close_reason is None
 
 
 def test_reauthentication_without_sasl_is_refused() -> None:
