@@ -338,14 +338,7 @@ class Connection:
         KafkaProtocolError if the response cannot be decoded.
         """
         io = self._io
-        now = io.now()
-        if (self._machine.state is not ConnectionState.READY or not io.writes_at_once) and (
-            self._closes(now)
-        ):
-            await self._io.aclose(_CLOSE_GRACE)
-            raise self._closed_error()
-        if version is None:
-            version = self._machine.version_for(type(request))
+        now, version = await self._before_sending(request, version)
         waiter: Completion[R] = Completion()
         await self._submit(request, version, now, self._deadline(now, timeout), waiter)
         await io.wait(waiter)
@@ -375,12 +368,7 @@ class Connection:
         """Write a request the broker does not answer (Produce with acks=0): in turn, as
         :meth:`send` does; returns once it is written (bounded by ``request_timeout_ms``)."""
         io = self._io
-        now = io.now()
-        if self._closes(now):
-            await self._io.aclose(_CLOSE_GRACE)
-            raise self._closed_error()
-        if version is None:
-            version = self._machine.version_for(type(request))
+        now, version = await self._before_sending(request, version)
         deadline = self._deadline(now, None)
         with anyio.CancelScope(deadline=deadline) as scope:
             await self._submit(request, version, now, deadline, None)
@@ -392,6 +380,23 @@ class Connection:
             )
             await self._shutdown(KafkaTimeoutError("the broker did not read a request in time"))
             raise error
+
+    async def _before_sending(
+        self, request: Request[Any], version: int | None
+    ) -> tuple[float, int]:
+        """What `send` and `send_no_response` do first: raise KafkaConnectionError if the
+        connection is closed; the time and the version to send (``version`` or the highest
+        both sides speak). A due SASL renewal is `_submit`'s, at the head of the line."""
+        io = self._io
+        now = io.now()
+        if (self._machine.state is not ConnectionState.READY or not io.writes_at_once) and (
+            self._closes(now)
+        ):
+            await io.aclose(_CLOSE_GRACE)
+            raise self._closed_error()
+        if version is None:
+            version = self._machine.version_for(type(request))
+        return now, version
 
     def _deadline(self, now: float, timeout: float | None) -> float:
         return now + (self._request_timeout if timeout is None else timeout)
