@@ -6,6 +6,7 @@ oldest in-flight request; anything else is a protocol error.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,16 +16,18 @@ from kafkaio.errors import KafkaError, KafkaProtocolError
 
 INT32_MAX = 2**31 - 1
 
+log = logging.getLogger("kafkaio.net")
+
 
 class ResponseSlot(Protocol):
-    """Where a request's outcome goes: a response or an error (future-like)."""
+    """Where a request's outcome goes: a response or an error (a Completion)."""
 
-    def set_result(self, value: Any) -> None: ...
+    def complete(self, value: Any) -> bool: ...
 
-    def set_exception(self, error: BaseException) -> None: ...
+    def fail(self, error: BaseException) -> bool: ...
 
 
-S = TypeVar("S", bound=ResponseSlot)
+S = TypeVar("S", bound="ResponseSlot | None")
 
 
 class CorrelationIds:
@@ -50,8 +53,14 @@ class InFlightRequest(Generic[S]):
     correlation_id: int
     api_key: int
     api_version: int
-    deadline: float | None
-    slot: S
+    sent_at: float
+    deadline: float
+    slot: S  # None for a request the connection makes for itself (ApiVersions, SASL)
+
+    @property
+    def timeout(self) -> float:
+        """Seconds it was given to be answered."""
+        return self.deadline - self.sent_at
 
 
 class InFlightRequests(Generic[S]):
@@ -76,15 +85,21 @@ class InFlightRequests(Generic[S]):
         return len(self._queue) >= self.max_in_flight
 
     def add(
-        self, correlation_id: int, api_key: int, api_version: int, deadline: float | None, slot: S
+        self,
+        correlation_id: int,
+        api_key: int,
+        api_version: int,
+        sent_at: float,
+        deadline: float,
+        slot: S,
     ) -> InFlightRequest[S]:
         """Record a request just written; raises KafkaError if the table is already full."""
-        if self.full:
+        if len(self._queue) >= self.max_in_flight:
             raise KafkaError(
                 f"{len(self._queue)} requests are already in flight (the limit is "
                 f"{self.max_in_flight}); wait for a response before sending another"
             )
-        entry = InFlightRequest(correlation_id, api_key, api_version, deadline, slot)
+        entry = InFlightRequest(correlation_id, api_key, api_version, sent_at, deadline, slot)
         self._queue.append(entry)
         return entry
 
@@ -95,30 +110,30 @@ class InFlightRequests(Generic[S]):
         request's (the broker answered out of order or with an id never sent). The table is
         left unchanged then; the caller should fail everything and close the connection.
         """
-        if not self._queue:
+        queue = self._queue
+        if queue and queue[0].correlation_id == correlation_id:
+            return queue.popleft()
+        if not queue:
             raise KafkaProtocolError(
                 f"received a response with correlation id {correlation_id} while no request "
                 "was in flight"
             )
-        oldest = self._queue[0]
-        if oldest.correlation_id != correlation_id:
-            known = any(e.correlation_id == correlation_id for e in self._queue)
-            what = "out of order" if known else "with an unknown correlation id"
-            raise KafkaProtocolError(
-                f"received a response {what} ({correlation_id}); expected {oldest.correlation_id}"
-                f" (api key {oldest.api_key}). Kafka answers in order on a connection, so the "
-                "stream is out of sync"
-            )
-        return self._queue.popleft()
+        oldest = queue[0]
+        known = any(e.correlation_id == correlation_id for e in queue)
+        what = "out of order" if known else "with an unknown correlation id"
+        raise KafkaProtocolError(
+            f"received a response {what} ({correlation_id}); expected {oldest.correlation_id}"
+            f" (api key {oldest.api_key}). Kafka answers in order on a connection, so the "
+            "stream is out of sync"
+        )
 
     def next_deadline(self) -> float | None:
-        """The earliest deadline among in-flight requests (None if none has one)."""
-        deadlines = [e.deadline for e in self._queue if e.deadline is not None]
-        return min(deadlines) if deadlines else None
+        """The earliest deadline among in-flight requests (None if none is in flight)."""
+        return min(e.deadline for e in self._queue) if self._queue else None
 
     def expired(self, now: float) -> list[InFlightRequest[S]]:
         """In-flight requests whose deadline is at or before ``now`` (left in the table)."""
-        return [e for e in self._queue if e.deadline is not None and e.deadline <= now]
+        return [e for e in self._queue if e.deadline <= now]
 
     def fail_all(
         self, error: BaseException | Callable[[InFlightRequest[S]], BaseException]
@@ -126,10 +141,17 @@ class InFlightRequests(Generic[S]):
         """Empty the table, failing each request's slot; returns the failed requests.
 
         ``error`` is one exception for all, or a function making each request's own
-        exception (so that tasks do not raise one shared exception object).
+        exception (so that tasks do not raise one shared exception object). A slot's
+        callback that raises is logged; the other slots are failed all the same.
         """
         failed = list(self._queue)
         self._queue.clear()
         for entry in failed:
-            entry.slot.set_exception(error if isinstance(error, BaseException) else error(entry))
+            slot = entry.slot
+            if slot is None:
+                continue
+            try:
+                slot.fail(error if isinstance(error, BaseException) else error(entry))
+            except Exception:  # a done-callback's bug must not leave the others waiting
+                log.exception("a response callback failed")
         return failed

@@ -1,6 +1,6 @@
 """Turns to write, in the order the senders asked.
 
-A sender that must wait (for an in-flight permit, or behind another sender) takes a turn
+A sender that must wait (for an in-flight slot, or behind another sender) takes a turn
 before its first await. Waking does not keep order: trio runs the tasks it wakes together
 in either order, and on asyncio a request made from a callback can run before a sender
 that was just woken. Turns do: only the sender at the head of the line goes on, so requests
@@ -12,8 +12,13 @@ network driver one per broker for requests waiting for their connection.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import anyio
+
+
+def _always() -> bool:
+    return True
 
 
 class Turn:
@@ -43,13 +48,25 @@ class Turns:
         self._line.append(turn)
         return turn
 
-    async def wait(self, turn: Turn) -> None:
-        """Return once every sender ahead of `turn` has left (at once if none is)."""
+    def first(self, turn: Turn) -> bool:
+        """True if no sender is ahead of `turn`."""
+        return self._line[0] is turn
+
+    async def wait(self, turn: Turn, ready: Callable[[], bool] = _always) -> None:
+        """Return once every sender ahead of `turn` has left and ``ready()`` holds (at once
+        if both do). Whoever makes ``ready()`` true calls `notify`."""
         line = self._line
-        while line[0] is not turn:
+        while line[0] is not turn or not ready():
             if turn.ready is None or turn.ready.is_set():
                 turn.ready = anyio.Event()
             await turn.ready.wait()
+
+    def notify(self) -> None:
+        """Wake the sender at the head of the line: what it waits for may have come."""
+        if self._line:
+            head = self._line[0].ready
+            if head is not None:
+                head.set()
 
     def leave(self, turn: Turn) -> None:
         """`turn` wrote (or gave up): the next sender may go. Call exactly once per turn."""

@@ -7,7 +7,7 @@ Sans-I/O: turns a request object into the bytes of one frame and a received fram
 from __future__ import annotations
 
 import struct
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from kafkaio.errors import KafkaProtocolError
 from kafkaio.protocol._codec import Buffer, _r_uvarint
@@ -23,10 +23,10 @@ API_VERSIONS_KEY = 18
 class Request(Protocol):
     """What every generated request class provides."""
 
-    API_KEY: int
-    MIN_VERSION: int
-    MAX_VERSION: int
-    FIRST_FLEXIBLE_VERSION: int | None
+    API_KEY: ClassVar[int]
+    MIN_VERSION: ClassVar[int]
+    MAX_VERSION: ClassVar[int]
+    FIRST_FLEXIBLE_VERSION: ClassVar[int | None]
 
     def encode_into(self, version: int, out: bytearray) -> None: ...
 

@@ -46,7 +46,7 @@ class Completion(Generic[T]):
         # where a manager keeps the last error of its attempts, if it keeps it elsewhere
         self.error_source: Callable[[], BaseException | None] | None = None
         self._value: Any = None
-        self._callbacks: list[Callable[[Any], None]] = []
+        self._callbacks: list[Callable[[Any], None]] | None = None  # made when one is added
         self._waiter: anyio.Event | None = None
 
     @property
@@ -100,6 +100,8 @@ class Completion(Generic[T]):
         """Call ``callback(self)`` when done (at once if it already is)."""
         if self.done:
             callback(self)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
         else:
             self._callbacks.append(callback)
 
@@ -134,9 +136,11 @@ class Completion(Generic[T]):
         self.done = True
         if self._waiter is not None:
             self._waiter.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(self)
+        callbacks = self._callbacks
+        if callbacks is not None:
+            self._callbacks = None
+            for callback in callbacks:
+                callback(self)
 
     def __repr__(self) -> str:
         state = "pending" if not self.done else f"failed: {self.error!r}" if self.error else "done"

@@ -7,6 +7,7 @@ a response, a failure or an application event wakes it (`wakeup`).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import logging
@@ -24,6 +25,7 @@ from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
 from kafkaio.net.turns import Turn, Turns
+from kafkaio.runtime.completion import Completion
 from kafkaio.runtime.requests import ClosingRequestManager, RequestManager, UnsentRequest
 from kafkaio.runtime.wakeup import Wakeup
 
@@ -372,15 +374,26 @@ class NetworkDriver:
             return False  # the task path hands it to the handler
         timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
         try:
-            return conn.send_soon(
-                unsent.request,
-                version,
-                timeout,
-                functools.partial(self._on_response, unsent),
-                on_read=unsent.handle_on_read,
-            )
+            sent = conn.send_soon(unsent.request, version, timeout)
         except Exception:
             return False  # e.g. a field this version cannot carry: the task path reports it
+        if sent is None:
+            return False
+        sent.add_done_callback(functools.partial(self._on_completion, unsent))
+        return True
+
+    def _on_completion(self, unsent: UnsentRequest[Any], sent: Completion[Any]) -> None:
+        """A `_send_now` request is done (called from the read that completed it, or from
+        the connection's failure): its handler runs from an event-loop callback, in turn
+        with the others this read made ready; with ``handle_on_read`` a response is handled
+        at once, from the read. (An error always goes through the loop: it may come from
+        inside the connection's own bookkeeping, e.g. while it closes.)"""
+        if unsent.handle_on_read and sent.error is None:
+            self._on_response(unsent, sent.value, None)
+        else:
+            asyncio.get_running_loop().call_soon(
+                self._on_response, unsent, sent.value, sent.error
+            )
 
     def _on_response(
         self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None

@@ -31,6 +31,7 @@ from kafkaio.errors import (
 )
 from kafkaio.net import Connection, ConnectionConfig, ConnectionManager
 from kafkaio.net.inflight import InFlightRequests
+from kafkaio.net.stream import StreamIO
 from kafkaio.protocol import messages as m
 from kafkaio.testing import BrokerInfo
 from tests.integration._versions import NEGOTIATED
@@ -97,7 +98,7 @@ def test_twenty_pipelined_requests_on_one_connection(
                 depths.append(len(self))
                 return entry
 
-        conn._inflight = RecordingTable(conn.config.max_in_flight_requests_per_connection)
+        conn._machine._inflight = RecordingTable(conn.config.max_in_flight_requests_per_connection)
 
         async def one() -> None:
             responses.append(await conn.send(METADATA_ALL))
@@ -272,7 +273,8 @@ def test_tls_with_hostname_verification(certificates: Path, tansu_broker: Broker
             try:
                 response = await conn.send(METADATA_ALL)
                 assert response.brokers
-                assert isinstance(conn._stream, anyio.streams.tls.TLSStream)
+                assert isinstance(conn._io, StreamIO)
+                assert isinstance(conn._io.stream, anyio.streams.tls.TLSStream)
             finally:
                 await conn.close()
 
@@ -483,6 +485,53 @@ def test_sasl_login_on_apache_kafka(apache_kafka: BrokerInfo, mechanism: str) ->
         assert "not-the-password" not in str(info.value)
 
     run(scenario)
+
+
+def test_sasl_session_is_renewed_on_apache_kafka(tmp_path: Path) -> None:
+    """KIP-368 on a broker with connections.max.reauth.ms=3000: it grants 3 s sessions and
+    closes a connection that sends a request after its session ended; the connection renews
+    its session first, so a request 4 s after logging in is served on the same connection
+    (PLAIN and SCRAM-SHA-512 side by side)."""
+    from kafkaio.testing.apache import ApacheKafka, unavailable_reason
+    from kafkaio.testing.plugin import SASL_USERS
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"Apache Kafka unavailable: {reason}")
+    name, password = next(iter(SASL_USERS.items()))
+    broker = ApacheKafka(
+        1,
+        directory=tmp_path,
+        sasl_users=SASL_USERS,
+        config={"connections.max.reauth.ms": "3000"},
+    )
+
+    async def one(mechanism: str) -> None:
+        host, port = first_address(broker.bootstrap_for("SASL_PLAINTEXT"))
+        config = ConnectionConfig(
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mechanism,
+            sasl_plain_username=name,
+            sasl_plain_password=password,
+            connect_timeout_ms=10_000,
+        )
+        conn = await Connection.connect(host, port, config)
+        try:
+            assert 0 < conn.session_lifetime_ms <= 3000
+            assert (await conn.send(METADATA_ALL)).brokers
+            await anyio.sleep(4)  # the first session has ended
+            assert (await conn.send(METADATA_ALL)).brokers
+            assert not conn.closed and 0 < conn.session_lifetime_ms <= 3000
+        finally:
+            await conn.close()
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+                tg.start_soon(one, mechanism)
+
+    with broker:
+        run(scenario)
 
 
 def test_acl_denial_reaches_the_sasl_users_producer(

@@ -1,6 +1,7 @@
 """Tests of kafkaio.errors: the broker error-code table, its flags and the code lookups.
 
-Flag facts come from the Java client's exception classes (Kafka 4.x `Errors.java`).
+Flag facts come from the Java client's exception classes (Kafka 4.4 `Errors.java`); the classes
+are generated from that table by tools/gen_errors.py (tests/unit/test_gen_errors.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from kafkaio.errors import (
     raise_for_code,
 )
 
-NEWEST_CODE = 133  # SHARE_SESSION_LIMIT_REACHED, Kafka 4.x
+NEWEST_CODE = 136  # CONTROLLER_ID_NOT_REGISTERED, Kafka 4.4
 
 # Codes whose Java exception extends InvalidMetadataException (itself a RetriableException).
 JAVA_INVALID_METADATA = {3, 5, 6, 9, 13, 56, 72, 74, 80, 83, 84, 100, 103}

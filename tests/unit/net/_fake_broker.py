@@ -56,18 +56,7 @@ class FakeClient:
 
     async def read_request(self) -> Received:
         (size,) = struct.unpack(">i", await self._read_exactly(4))
-        frame = memoryview(await self._read_exactly(size))
-        api_key, version, cid, name_len = struct.unpack_from(">hhih", frame, 0)
-        pos = 10
-        client_id = None
-        if name_len >= 0:
-            client_id = bytes(frame[pos : pos + name_len]).decode()
-            pos += name_len
-        cls = m.REQUESTS[api_key][0]
-        if is_flexible(cls, version):
-            ntags, pos = _r_uvarint(frame, pos)
-            assert ntags == 0
-        return Received(api_key, version, cid, client_id, cls.decode(frame[pos:], version))
+        return decode_request(await self._read_exactly(size))
 
     async def respond(self, received: Received, response: Any, version: int | None = None) -> None:
         version = received.version if version is None else version
@@ -91,6 +80,22 @@ class FakeClient:
                 await self.stream.receive()
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             return
+
+
+def decode_request(frame: bytes) -> Received:
+    """A request frame (without its size prefix), as a broker reads it."""
+    view = memoryview(frame)
+    api_key, version, cid, name_len = struct.unpack_from(">hhih", view, 0)
+    pos = 10
+    client_id = None
+    if name_len >= 0:
+        client_id = bytes(view[pos : pos + name_len]).decode()
+        pos += name_len
+    cls = m.REQUESTS[api_key][0]
+    if is_flexible(cls, version):
+        ntags, pos = _r_uvarint(view, pos)
+        assert ntags == 0
+    return Received(api_key, version, cid, client_id, cls.decode(view[pos:], version))
 
 
 def api_versions_response(apis: dict[int, tuple[int, int]], error_code: int = 0) -> Any:

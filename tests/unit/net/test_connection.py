@@ -249,12 +249,10 @@ def test_requests_are_written_in_the_order_send_was_called(backend: str) -> None
     assert arrived == names
 
 
-def test_send_soon_on_read_hands_the_response_over_from_the_read(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    # Two responses in one read: the plain one goes through the event loop, the on_read one
-    # is handed over at once, so it is handled first; its callback may send on the
-    # connection, and one that raises is logged without breaking the connection.
+def test_send_soon_completes_from_the_read(caplog: pytest.LogCaptureFixture) -> None:
+    # Two responses in one read complete their requests in order, from the read itself: a
+    # done-callback may send on the connection, and one that raises is logged without
+    # breaking the connection.
     config = ConnectionConfig(max_in_flight_requests_per_connection=4, request_timeout_ms=5000)
     arrived: list[str] = []
 
@@ -264,26 +262,29 @@ def test_send_soon_on_read_hands_the_response_over_from_the_read(
             version = conn.version_for(m.MetadataRequest)
             order: list[str] = []
 
-            def plain(response: Any, error: BaseException | None) -> None:
-                order.extend(topics(response))
+            def record(done: Any) -> None:
+                order.extend(topics(done.result()))
 
-            def on_read(response: Any, error: BaseException | None) -> None:
-                (name,) = topics(response)
-                order.append(name)
-                if name == "b":  # from inside the read: the next pair goes out at once
-                    assert conn.send_soon(metadata_request("c"), version, None, plain)
-                    assert conn.send_soon(
-                        metadata_request("d"), version, None, on_read, on_read=True
-                    )
-                else:
-                    raise RuntimeError("a callback bug")
+            def then_send(done: Any) -> None:
+                record(done)
+                more = [conn.send_soon(metadata_request(n), version) for n in "cd"]
+                assert all(c is not None for c in more)  # from inside the read: at once
+                more[0].add_done_callback(failing)  # type: ignore[union-attr]
+                more[1].add_done_callback(record)  # type: ignore[union-attr]
 
-            assert conn.send_soon(metadata_request("a"), version, None, plain)
-            assert conn.send_soon(metadata_request("b"), version, None, on_read, on_read=True)
+            def failing(done: Any) -> None:
+                record(done)
+                raise RuntimeError("a callback bug")
+
+            a = conn.send_soon(metadata_request("a"), version)
+            b = conn.send_soon(metadata_request("b"), version)
+            assert a is not None and b is not None
+            a.add_done_callback(record)
+            b.add_done_callback(then_send)
             with anyio.fail_after(5):
                 while len(order) < 4:
                     await anyio.sleep(0.005)
-            assert order == ["b", "a", "d", "c"]
+            assert order == ["a", "b", "c", "d"]
             assert not conn.closed
             later: list[str] = []  # the connection still reads (the broker answers pairs)
 
@@ -302,10 +303,10 @@ def test_send_soon_on_read_hands_the_response_over_from_the_read(
     assert [r.getMessage() for r in caplog.records] == ["a response callback failed"]
 
 
-def test_send_soon_pipelines_and_hands_outcomes_to_callbacks(backend: str) -> None:
-    """send_soon writes at once on an asyncio connection (False on trio, or with every
-    permit taken, or once closed); each outcome arrives through the event loop, in order,
-    and a lost connection fails what is still in flight."""
+def test_send_soon_pipelines_and_completes_in_order(backend: str) -> None:
+    """send_soon writes at once on an asyncio connection (None on trio, or with every
+    slot taken, or once closed); each request's Completion is completed in order, and a
+    lost connection fails what is still in flight."""
     config = ConnectionConfig(max_in_flight_requests_per_connection=2, request_timeout_ms=5000)
     go = anyio.Event()
 
@@ -321,32 +322,37 @@ def test_send_soon_pipelines_and_hands_outcomes_to_callbacks(backend: str) -> No
     async def scenario() -> None:
         outcomes: list[tuple[list[str] | None, BaseException | None]] = []
 
-        def on_done(response: Any, error: BaseException | None) -> None:
-            outcomes.append((None if response is None else topics(response), error))
+        def on_done(done: Any) -> None:
+            outcomes.append((None if done.error else topics(done.result()), done.error))
 
         async with FakeBroker(handler) as broker:
             conn = await Connection.connect(broker.host, broker.port, config)
             version = conn.version_for(m.MetadataRequest)
-            sent = [conn.send_soon(metadata_request(n), version, None, on_done) for n in "ab"]
+            sent = [conn.send_soon(metadata_request(n), version) for n in "ab"]
             if backend != "asyncio":
-                assert sent == [False, False] and conn.in_flight == 0
+                assert sent == [None, None] and conn.in_flight == 0
                 await conn.close()
                 return
-            assert sent == [True, True] and conn.in_flight == 2
-            assert not conn.send_soon(metadata_request("c"), version, None, on_done)  # full
+            for completion in sent:
+                assert completion is not None
+                completion.add_done_callback(on_done)
+            assert conn.in_flight == 2
+            assert conn.send_soon(metadata_request("c"), version) is None  # full
             go.set()
             with anyio.fail_after(5):
                 while len(outcomes) < 2:
                     await anyio.sleep(0.005)
             assert outcomes == [(["a"], None), (["b"], None)] and conn.in_flight == 0
-            assert conn.send_soon(metadata_request("c"), version, None, on_done)
+            third = conn.send_soon(metadata_request("c"), version)
+            assert third is not None
+            third.add_done_callback(on_done)
             with anyio.fail_after(5):
                 while len(outcomes) < 3:
                     await anyio.sleep(0.005)
             names, error = outcomes[2]
             assert names is None and isinstance(error, KafkaConnectionError)
             assert conn.closed
-            assert not conn.send_soon(metadata_request("d"), version, None, on_done)
+            assert conn.send_soon(metadata_request("d"), version) is None
             await conn.close()
 
     run(backend, scenario)
@@ -370,9 +376,9 @@ def test_requests_their_callers_gave_up_on_close_the_connection_once_overdue(
                 with anyio.move_on_after(0.05):
                     await conn.send(metadata_request("t"))
             assert conn.in_flight == 2 and not conn.closed
-            await anyio.sleep(0.4)  # past their deadline: nobody is left to close it
+            await anyio.sleep(0.4)  # past their deadline, though nobody waits for them
             with anyio.fail_after(0.2):  # before: waited for a permit, then "not sent"
-                with pytest.raises(KafkaConnectionError, match="is closed.*given up waiting"):
+                with pytest.raises(KafkaConnectionError, match="is closed.*no response within"):
                     await conn.send(metadata_request("t"))
             assert conn.closed and conn.in_flight == 0
 
@@ -385,18 +391,15 @@ def test_send_soon_timeout_closes_the_connection() -> None:
         await client.wait_closed()  # reads nothing more, answers nothing
 
     async def scenario() -> None:
-        errors: list[BaseException | None] = []
         async with FakeBroker(handler) as broker:
             conn = await Connection.connect(broker.host, broker.port, CONFIG)
             version = conn.version_for(m.MetadataRequest)
-            assert conn.send_soon(
-                metadata_request("x"), version, 0.1, lambda _, error: errors.append(error)
-            )
-            assert errors == []  # never called from inside send_soon
+            sent = conn.send_soon(metadata_request("x"), version, 0.1)
+            assert sent is not None and not sent.done
             with anyio.fail_after(5):
-                while not errors:
+                while not sent.done:
                     await anyio.sleep(0.005)
-            (error,) = errors
+            error = sent.error
             assert isinstance(error, KafkaTimeoutError)
             assert "Metadata request (v12)" in str(error) and "no response within 0.1 s" in str(
                 error
@@ -885,6 +888,105 @@ def test_scram_iterations_above_the_maximum_are_refused(backend: str, iterations
         async with FakeBroker(handler) as broker:
             with pytest.raises(SaslAuthenticationFailedError, match="more than the maximum 16384"):
                 await Connection.connect(broker.host, broker.port, sasl_config("SCRAM-SHA-256"))
+
+    run(backend, scenario)
+
+
+def test_reauthentication_holds_new_requests_until_it_is_done(backend: str) -> None:
+    # KIP-368: the request in flight is answered first, then the SASL exchange runs again,
+    # then the request sent meanwhile goes out
+    arrived: list[int] = []
+    release = anyio.Event()
+
+    async def handler(client: FakeClient) -> None:
+        await sasl_handshake(client, ["PLAIN"])
+        await sasl_reply(client, await client.read_request())
+        held = await client.read_request()
+        arrived.append(held.api_key)
+        await release.wait()
+        await client.respond(held, metadata_response("c", "held"))
+        handshake = await client.read_request()
+        arrived.append(handshake.api_key)
+        await client.respond(handshake, m.SaslHandshakeResponse(error_code=0, mechanisms=[]))
+        auth = await client.read_request()
+        arrived.append(auth.api_key)
+        assert auth.request.auth_bytes == b"\x00alice\x00secret"
+        await client.respond(
+            auth,
+            m.SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=9000),
+        )
+        later = await client.read_request()
+        arrived.append(later.api_key)
+        await client.respond(later, metadata_response("c", "later"))
+        await client.wait_closed()
+
+    async def scenario() -> None:
+        got: list[str] = []
+        async with FakeBroker(handler) as broker:
+            conn = await Connection.connect(broker.host, broker.port, sasl_config("PLAIN"))
+            assert conn.session_lifetime_ms == 0
+
+            async def one(name: str) -> None:
+                got.extend(topics(await conn.send(metadata_request(name))))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "held")
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(conn.reauthenticate)
+                await anyio.wait_all_tasks_blocked()
+                assert conn.state.value == "authenticating"
+                tg.start_soon(one, "later")
+                await anyio.wait_all_tasks_blocked()
+                assert conn.in_flight == 1  # "later" waits in line
+                release.set()
+            assert got == ["held", "later"] and conn.session_lifetime_ms == 9000
+            assert conn.state.value == "ready"
+            await conn.close()
+        assert arrived == [3, 17, 36, 3]
+
+    run(backend, scenario)
+
+
+def test_a_sasl_session_is_renewed_before_it_ends(backend: str) -> None:
+    # KIP-368: the broker grants a 300 ms session; a request made after it (85-95% of it)
+    # first runs the SASL exchange again (a broker with connections.max.reauth.ms closes a
+    # connection that sends a request after its session ended); the renewed session's
+    # lifetime counts from then
+    after_setup: list[int] = []
+
+    async def handler(client: FakeClient) -> None:
+        await sasl_handshake(client, ["PLAIN"])
+        auth = await client.read_request()
+        await client.respond(
+            auth, m.SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=300)
+        )
+        while True:
+            received = await client.read_request()
+            after_setup.append(received.api_key)
+            if received.api_key == 17:
+                response: Any = m.SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"])
+            elif received.api_key == 36:
+                assert received.request.auth_bytes == b"\x00alice\x00secret"
+                response = m.SaslAuthenticateResponse(
+                    error_code=0, auth_bytes=b"", session_lifetime_ms=60_000
+                )
+            else:
+                names = [t.name for t in received.request.topics or []]
+                response = metadata_response("c", *names)
+            await client.respond(received, response)
+
+    async def scenario() -> None:
+        async with FakeBroker(handler) as broker:
+            conn = await Connection.connect(broker.host, broker.port, sasl_config("PLAIN"))
+            assert conn.session_lifetime_ms == 300
+            await anyio.sleep(0.3)  # the session has ended
+            version = conn.version_for(m.MetadataRequest)
+            assert conn.send_soon(metadata_request("a"), version) is None  # `send` renews
+            assert topics(await conn.send(metadata_request("b"))) == ["b"]
+            assert conn.session_lifetime_ms == 60_000 and conn.state.value == "ready"
+            assert topics(await conn.send(metadata_request("c"))) == ["c"]
+            await conn.close()
+        assert after_setup == [17, 36, 3, 3]
 
     run(backend, scenario)
 

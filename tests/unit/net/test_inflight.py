@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -15,11 +16,13 @@ class Slot:
         self.result: Any = None
         self.error: BaseException | None = None
 
-    def set_result(self, value: Any) -> None:
+    def complete(self, value: Any) -> bool:
         self.result = value
+        return True
 
-    def set_exception(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> bool:
         self.error = error
+        return True
 
 
 def test_correlation_ids_wrap_at_int32_max() -> None:
@@ -35,15 +38,15 @@ def test_correlation_id_start_is_validated() -> None:
 def test_responses_complete_in_order() -> None:
     table: InFlightRequests[Slot] = InFlightRequests(3)
     for cid in (7, 8, 9):
-        table.add(cid, 3, 12, None, Slot())
+        table.add(cid, 3, 12, 0.0, math.inf, Slot())
     assert [table.pop_response(c).correlation_id for c in (7, 8, 9)] == [7, 8, 9]
     assert len(table) == 0
 
 
 def test_out_of_order_response_is_protocol_error() -> None:
     table: InFlightRequests[Slot] = InFlightRequests(3)
-    table.add(1, 3, 12, None, Slot())
-    table.add(2, 3, 12, None, Slot())
+    table.add(1, 3, 12, 0.0, math.inf, Slot())
+    table.add(2, 3, 12, 0.0, math.inf, Slot())
     with pytest.raises(KafkaProtocolError, match="out of order"):
         table.pop_response(2)
     assert len(table) == 2  # unchanged: the caller fails everything
@@ -51,7 +54,7 @@ def test_out_of_order_response_is_protocol_error() -> None:
 
 def test_unknown_correlation_id_is_protocol_error() -> None:
     table: InFlightRequests[Slot] = InFlightRequests(3)
-    table.add(1, 3, 12, None, Slot())
+    table.add(1, 3, 12, 0.0, math.inf, Slot())
     with pytest.raises(KafkaProtocolError, match="unknown correlation id"):
         table.pop_response(99)
     with pytest.raises(KafkaProtocolError, match="no request was in flight"):
@@ -60,14 +63,14 @@ def test_unknown_correlation_id_is_protocol_error() -> None:
 
 def test_limit() -> None:
     table: InFlightRequests[Slot] = InFlightRequests(2)
-    table.add(1, 0, 9, None, Slot())
+    table.add(1, 0, 9, 0.0, math.inf, Slot())
     assert not table.full
-    table.add(2, 0, 9, None, Slot())
+    table.add(2, 0, 9, 0.0, math.inf, Slot())
     assert table.full
     with pytest.raises(KafkaError, match="limit is 2"):
-        table.add(3, 0, 9, None, Slot())
+        table.add(3, 0, 9, 0.0, math.inf, Slot())
     table.pop_response(1)
-    table.add(3, 0, 9, None, Slot())
+    table.add(3, 0, 9, 0.0, math.inf, Slot())
     assert len(table) == 2
     with pytest.raises(ValueError):
         InFlightRequests[Slot](0)
@@ -77,7 +80,7 @@ def test_fail_all_with_one_error_and_with_factory() -> None:
     table: InFlightRequests[Slot] = InFlightRequests(5)
     slots = [Slot() for _ in range(3)]
     for cid, slot in enumerate(slots):
-        table.add(cid, 3, 12, None, slot)
+        table.add(cid, 3, 12, 0.0, math.inf, slot)
     error = KafkaConnectionError("gone")
     failed = table.fail_all(error)
     assert [e.correlation_id for e in failed] == [0, 1, 2]
@@ -85,7 +88,7 @@ def test_fail_all_with_one_error_and_with_factory() -> None:
 
     slots = [Slot() for _ in range(2)]
     for cid, slot in enumerate(slots):
-        table.add(cid, 3, 12, None, slot)
+        table.add(cid, 3, 12, 0.0, math.inf, slot)
     table.fail_all(lambda e: KafkaConnectionError(f"request {e.correlation_id}"))
     assert [str(s.error) for s in slots] == ["request 0", "request 1"]
     assert slots[0].error is not slots[1].error
@@ -94,10 +97,26 @@ def test_fail_all_with_one_error_and_with_factory() -> None:
 def test_deadlines() -> None:
     table: InFlightRequests[Slot] = InFlightRequests(5)
     assert table.next_deadline() is None
-    table.add(1, 3, 12, 10.0, Slot())
-    table.add(2, 3, 12, None, Slot())
-    table.add(3, 3, 12, 5.0, Slot())
+    table.add(1, 3, 12, 0.0, 10.0, Slot())
+    table.add(2, 3, 12, 0.0, math.inf, Slot())
+    table.add(3, 3, 12, 0.0, 5.0, Slot())
     assert table.next_deadline() == 5.0
     assert [e.correlation_id for e in table.expired(4.9)] == []
     assert [e.correlation_id for e in table.expired(10.0)] == [1, 3]
     assert len(table) == 3
+    assert table.expired(10.0)[0].timeout == 10.0
+
+
+def test_fail_all_skips_requests_without_a_slot_and_survives_a_failing_callback() -> None:
+    class Raising(Slot):
+        def fail(self, error: BaseException) -> bool:
+            raise RuntimeError("a callback bug")
+
+    table: InFlightRequests[Slot | None] = InFlightRequests(5)
+    after = Slot()
+    table.add(1, 18, 3, 0.0, math.inf, None)  # the connection's own request (ApiVersions)
+    table.add(2, 3, 12, 0.0, 1.0, Raising())
+    table.add(3, 3, 12, 0.0, 1.0, after)
+    failed = table.fail_all(KafkaConnectionError("gone"))
+    assert [e.correlation_id for e in failed] == [1, 2, 3]
+    assert isinstance(after.error, KafkaConnectionError) and len(table) == 0

@@ -64,12 +64,14 @@ def test_a_session_without_a_lifetime_never_renews() -> None:
 class SessionBroker:
     """Handles one connection like Kafka with ``connections.max.reauth.ms`` = lifetime_ms:
     PLAIN (alice/secret) or OAUTHBEARER (tokens from ``accept``), Metadata answered,
-    Produce acks=0 taken silently. ``log`` lists the api keys in arrival order."""
+    Produce acks=0 taken silently. ``log`` lists the api keys in arrival order, ``topics``
+    the topic asked for by each Metadata request."""
 
     lifetime_ms: int
     accept: Callable[[bytes], bool] = lambda auth: auth == b"\x00alice\x00secret"
     log: list[int] = field(default_factory=list)
     tokens: list[bytes] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     refuse_renewal: bool = False
 
@@ -111,6 +113,7 @@ class SessionBroker:
                 return  # Kafka: "Disconnecting expired channel"
             if received.api_key == METADATA:
                 name = received.request.topics[0].name
+                self.topics.append(name)
                 await client.respond(received, metadata_response("c", name))
 
     @property
@@ -166,15 +169,16 @@ def test_send_soon_leaves_a_due_renewal_to_send() -> None:
     async def scenario() -> None:
         async with FakeBroker(broker_side) as broker:
             conn = await Connection.connect(broker.host, broker.port, plain())
-            outcomes: list[Any] = []
-            assert conn.send_soon(metadata_request("a"), 12, None, lambda r, e: outcomes.append(r))
+            first = conn.send_soon(metadata_request("a"), 12)
+            assert first is not None
             await anyio.sleep(LIFETIME_MS / 1000)
             # due: the fast path declines (the caller's task path re-authenticates in send)
-            assert not conn.send_soon(metadata_request("b"), 12, None, outcomes.append)
+            assert conn.send_soon(metadata_request("b"), 12) is None
             assert topics(await conn.send(metadata_request("b"))) == ["b"]
-            assert conn.send_soon(metadata_request("c"), 12, None, lambda r, e: outcomes.append(r))
+            last = conn.send_soon(metadata_request("c"), 12)
+            assert last is not None
             await anyio.sleep(0.05)
-            assert [topics(r) for r in outcomes] == [["a"], ["c"]]
+            assert [topics(w.result()) for w in (first, last) if w.done] == [["a"], ["c"]]
             await conn.close()
 
     run("asyncio", scenario)
@@ -210,6 +214,7 @@ def test_concurrent_senders_keep_their_order_around_a_renewal(backend: str, in_f
     run(backend, scenario)
     assert broker_side.violations == []
     assert broker_side.log == [HANDSHAKE, AUTHENTICATE] * 2 + [METADATA] * len(names)
+    assert broker_side.topics == names  # the sender that renewed kept its place
 
 
 def test_oauthbearer_renews_with_a_fresh_token(backend: str) -> None:

@@ -25,7 +25,13 @@ from kafkaio.net.manager import ConnectionManager
 from kafkaio.protocol import messages as m
 from kafkaio.runtime.driver import NetworkDriver
 from kafkaio.runtime.requests import PollResult, UnsentRequest
-from tests.unit.net._fake_broker import GUARD, FakeBroker, FakeClient, metadata_request
+from tests.unit.net._fake_broker import (
+    GUARD,
+    FakeBroker,
+    FakeClient,
+    encode_response,
+    metadata_request,
+)
 
 CONFIG = ConnectionConfig(request_timeout_ms=5000, connect_timeout_ms=5000)
 NODE = 1
@@ -321,6 +327,66 @@ def test_follow_ups_needing_new_connections_from_a_callback(backend: str) -> Non
     assert all(o.error is None and o.names == [o.topic] for o in manager.outcomes)
     if backend == "asyncio":
         assert not by_topic["t1"].in_task and not by_topic["t6"].in_task
+
+
+@dataclass
+class OnRead:
+    """A manager sending t0 (it opens the connection), then, once t0 is handled, "plain"
+    and "urgent" at once; "urgent" asks to be handled as soon as it is read."""
+
+    made: int = 0
+    handled: list[Outcome] = field(default_factory=list)
+
+    def poll(self, now: float) -> PollResult:
+        if self.made == 0:
+            self.made = 1
+            return PollResult([self._request("t0", False)], math.inf)
+        if self.made == 1 and self.handled:
+            self.made = 3
+            return PollResult([self._request("plain", False), self._request("urgent", True)], 0)
+        return PollResult([], math.inf)
+
+    def _request(self, topic: str, on_read: bool) -> UnsentRequest:
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.handled.append(_outcome(topic, response, error))
+
+        return UnsentRequest(NODE, metadata_request(topic), handler, handle_on_read=on_read)
+
+
+def test_a_response_handled_on_read_goes_ahead_of_the_loop_callbacks() -> None:
+    # "plain" and "urgent" are answered in one write: "plain"'s handler waits for its turn in
+    # the event loop, "urgent"'s runs from the read itself, first
+    manager = OnRead()
+
+    def in_one_write(port: list[int]) -> Any:
+        async def handler(client: FakeClient) -> None:
+            await client.answer_api_versions()
+            held: list[bytes] = []
+            while True:
+                received = await client.read_request()
+                names = [t.name for t in received.request.topics or []]
+                answer = encode_response(
+                    received.correlation_id,
+                    received.api_key,
+                    received.version,
+                    _metadata_for(port[0], names),
+                )
+                if names == ["plain"]:
+                    held.append(answer)  # answered with the next one, in the same write
+                    continue
+                await client.send_raw(b"".join([*held, answer]))
+                held.clear()
+
+        return handler
+
+    async def scenario() -> None:
+        async with _driving(manager, in_one_write) as driver:
+            await _until(lambda: len(manager.handled) == 3 or driver.fatal_error)
+        assert driver.fatal_error is None
+
+    run("asyncio", scenario)
+    assert [o.topic for o in manager.handled] == ["t0", "urgent", "plain"]
+    assert all(o.error is None and o.names == [o.topic] for o in manager.handled)
 
 
 @dataclass
