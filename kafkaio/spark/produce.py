@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice, takewhile
 from typing import Any
 
 import pyarrow as pa
@@ -237,19 +238,18 @@ class _Sink:
 
     def _check(self, *, done_only: bool) -> None:
         """Raise the first delivery error; forget delivered futures. With `done_only`, stop
-        at the first record not delivered yet (records are mostly delivered in order)."""
+        at the first record not delivered yet (records are mostly delivered in order).
+        The futures are walked by C iterators (takewhile, map): a Python loop over them
+        cost as much as a tenth of the producer's work per record."""
         pending = self._pending
-        i = self._checked
-        while i < len(pending):
-            future = pending[i]
-            if done_only and not future.done():
-                break
-            error = future.exception()
-            if error is not None:
-                raise error
-            i += 1
-        self.acked += i - self._checked
-        if i > len(pending) // 2 or not done_only:
-            del pending[:i]
-            i = 0
-        self._checked = i
+        start = self._checked
+        end = len(pending)
+        if done_only:
+            end = start + len(list(takewhile(DeliveryFuture.done, islice(pending, start, end))))
+        for error in filter(None, map(DeliveryFuture.exception, islice(pending, start, end))):
+            raise error
+        self.acked += end - start
+        if end > len(pending) // 2 or not done_only:
+            del pending[:end]
+            end = 0
+        self._checked = end
