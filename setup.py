@@ -18,6 +18,7 @@ The compiled modules shadow the .py files of the same name.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -26,8 +27,10 @@ from typing import Any
 from setuptools import setup  # type: ignore[import-untyped]
 from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
-# The hot path: varints, Record, RecordBatch decoding and BatchBuilder. compression.py and
-# legacy.py stay interpreted (their time is spent in codec libraries or is rare).
+# The hot path: varints, Record, RecordBatch decoding and BatchBuilder, ConsumerRecord, and
+# the producer's per-record path (appender, accumulator, batches, futures, memory, sticky
+# partitioner). compression.py and legacy.py stay interpreted (their time is spent in codec
+# libraries or is rare).
 COMPILED_MODULES = [
     "kafkaio/records/varint.py",
     "kafkaio/records/record.py",
@@ -35,6 +38,12 @@ COMPILED_MODULES = [
     "kafkaio/records/builder.py",
     "kafkaio/consumer/record.py",
     "kafkaio/producer/murmur2.py",
+    "kafkaio/producer/future.py",
+    "kafkaio/producer/batch.py",
+    "kafkaio/producer/memory.py",
+    "kafkaio/producer/partitioner.py",
+    "kafkaio/producer/accumulator.py",
+    "kafkaio/producer/appender.py",
 ]
 
 _TRUE = ("1", "true", "yes", "on")
@@ -101,7 +110,16 @@ def _ext_modules() -> list[Any]:
         # library at the top of site-packages).
         # The build environment has mypy but not kafkaio's dependencies (anyio...), which
         # the compiled modules do not use: check only the compiled modules themselves.
-        options = ["--ignore-missing-imports", "--follow-imports=silent"]
+        # A cache of its own, emptied first: mypyc's incremental build from a cache written
+        # before an edit (or by `mypy` itself) can fail (ValueError in emit_undefined_attr_check
+        # after a method was removed from a compiled class).
+        cache = Path("build") / "mypyc-cache"
+        shutil.rmtree(cache, ignore_errors=True)
+        options = [
+            "--ignore-missing-imports",
+            "--follow-imports=silent",
+            f"--cache-dir={cache}",
+        ]
         modules = list(mypycify(options + COMPILED_MODULES, opt_level="3", separate=True))
     except BaseException as exc:  # mypyc reports type errors with SystemExit
         if isinstance(exc, KeyboardInterrupt):

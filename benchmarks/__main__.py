@@ -1,13 +1,15 @@
 """Run every benchmark: ``python -m benchmarks [--quick] [--out DIR] [--only SUITE]
-[--docs-chart PATH] [--broker mock | --bootstrap HOST:PORT]`` (``make bench``); the Spark
-suite only with ``--only spark``.
+[--docs-chart PATH] [--broker tansu|apache|mock | --bootstrap HOST:PORT]`` (``make bench``); the
+Spark suite only with ``--only spark``.
 
 Prints each suite's table and writes results.json, results.md and results.png (when
 matplotlib is installed) to ``--out`` (default build/bench); ``--docs-chart`` copies the
-chart. Every client runs against the same broker (an embedded Tansu; ``--broker mock``:
-librdkafka's mock cluster; ``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external
-cluster), with the same N and settings.
-About 25 minutes on a shared 2-core machine; ``--quick`` under 2.
+chart. Every client runs against the same broker (an embedded Tansu; ``--broker apache``:
+one Apache Kafka broker started for the run; ``--broker mock``: librdkafka's mock cluster;
+``--bootstrap`` or $KAFKAIO_BENCH_BOOTSTRAP: an external cluster), with the same N and
+settings.
+About 40 minutes on a shared 2-core machine (the scale suite about 15 of them); ``--quick``
+under 4.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from benchmarks import (
     bench_produce,
     bench_rebalance,
     bench_records,
+    bench_scale,
     bench_spark,
 )
-from benchmarks.common import BOOTSTRAP_ENV, MOCK
+from benchmarks.common import APACHE, BOOTSTRAP_ENV, BROKERS, MOCK
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
-SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "spark")
+SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "scale", "spark")
 # spark (format("kafkaio") against Spark's Kafka connector on Apache Kafka, about 35 minutes)
 # runs only when asked for: --only spark
 DEFAULT_SUITES = tuple(s for s in SUITES if s != "spark")
@@ -65,6 +68,8 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
     rebalance_cases = bench_rebalance.QUICK_CASES if quick else bench_rebalance.CASES
     settle = 1.0 if quick else bench_rebalance.SETTLE_S
     scale = (1_000_000,) if quick else (1_000_000, 10_000_000)
+    scale_n = 20_000 if quick else 200_000
+    scale_curves = ("partitions",) if quick else bench_scale.CURVES
     spark_records = 200_000 if quick else 5_000_000
     spark_runs = runs or (1 if quick else 3)
     return {
@@ -74,8 +79,8 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
             lambda: bench_produce.suite(produce_cases, bootstrap),
         ),
         "consume": (
-            bench_consume.describe(consume_n, consume_runs),
-            lambda: bench_consume.suite(consume_n, consume_runs, bootstrap),
+            bench_consume.describe(consume_n, consume_runs, bench_consume.MODES),
+            lambda: bench_consume.suite(consume_n, consume_runs, bootstrap, bench_consume.MODES),
         ),
         "latency": (
             bench_latency.describe(seconds),
@@ -89,12 +94,20 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
             bench_memory.describe(scale),
             lambda: bench_memory.suite(scale=scale, bootstrap=bootstrap),
         ),
+        "scale": (
+            " ".join(bench_scale.describe(c, scale_n, 1) for c in scale_curves),
+            lambda: [
+                row
+                for curve in scale_curves
+                for row in bench_scale.suite(curve, scale_n, 1, bootstrap)
+            ],
+        ),
         # Apache Kafka of its own (an external cluster with --bootstrap), never Tansu or the
         # mock cluster: Spark's connector needs a real broker
         "spark": (
             bench_spark.describe(spark_records, spark_runs),
             lambda: bench_spark.suite(
-                spark_records, spark_runs, None if bootstrap in (None, MOCK) else bootstrap
+                spark_records, spark_runs, None if bootstrap in (None, MOCK, APACHE) else bootstrap
             ),
         ),
     }
@@ -116,10 +129,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--broker",
-        choices=("tansu", MOCK),
+        choices=BROKERS,
         default=None,
-        help="the embedded broker: tansu (the default) or librdkafka's mock cluster, whose "
-        "brokers do little work per request",
+        help="the broker started for the run: tansu (the default, embedded, in memory), "
+        "apache (one Apache Kafka broker, as the tests start it: Java 17+ and the jars "
+        "from Maven Central, `make kafka-jars`) or mock (librdkafka's mock cluster, whose "
+        "brokers do little work per request)",
     )
     args = parser.parse_args(argv)
     if args.broker is not None:
@@ -128,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
                 "--broker picks an embedded broker: leave out --bootstrap (and "
                 f"${BOOTSTRAP_ENV}) with it"
             )
-        args.bootstrap = MOCK if args.broker == MOCK else None
+        args.bootstrap = None if args.broker == "tansu" else args.broker
     env = environment(args.bootstrap)
     env["mode"] = f"{'quick' if args.quick else 'full'}" + (
         f", {args.runs} run(s) per main cell" if args.runs else ""
@@ -145,8 +160,8 @@ def main(argv: list[str] | None = None) -> None:
         suite_rows = run()
         rows += suite_rows
         print(f"\n## {name} ({time.perf_counter() - start:.0f} s)\n\n{description}\n")
-        if suite_rows:
-            print(suite_table(suite_rows))
+        for kind in dict.fromkeys(r.suite for r in suite_rows):  # the scale suite has two
+            print(suite_table([r for r in suite_rows if r.suite == kind]))
     print(f"\nTotal: {time.perf_counter() - total:.0f} s")
     for text in sorted(NOTES):
         print(f"\nNote: {text}.")

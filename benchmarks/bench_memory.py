@@ -16,7 +16,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from benchmarks.common import BenchBroker, add_broker_argument, fill, payload, readable
+from benchmarks.common import BenchBroker, add_broker_argument, fill, payloads, readable
 from benchmarks.isolate import Meter, Metrics, RssSampler, rss_mib, run_isolated
 from benchmarks.report import Row, median_row, suite_table
 
@@ -68,15 +68,21 @@ async def _consume(
 async def _produce(
     bootstrap: str, topic: str, records: int, options: dict[str, Any], size: int
 ) -> Metrics:
-    from kafkaio.producer import Producer
+    from kafkaio.producer import Producer, WouldBlockError
 
-    value = payload(size)
+    values = payloads(size)
+    n = len(values)
     async with Producer(bootstrap, **options) as producer:
         await producer.send(topic, b"warm-up")
         with RssSampler() as rss, Meter() as meter:
-            enqueue = producer.enqueue
-            for _ in range(records):
-                await enqueue(topic, value)
+            # produce() until the buffer is full, then enqueue() waits for room: the
+            # buffer stays at buffer_memory, the most the producer holds
+            produce, enqueue = producer.produce, producer.enqueue
+            for i in range(records):
+                try:
+                    produce(topic, values[i % n])
+                except WouldBlockError:
+                    await enqueue(topic, values[i % n])
             await producer.flush()
     return {**rss.summary(), "msg_per_s": records / meter.wall_s}
 

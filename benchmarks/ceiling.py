@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.common import payload
+from benchmarks.common import payloads
 from benchmarks.isolate import Meter, Metrics
 from benchmarks.report import note
 
@@ -47,13 +47,14 @@ class Plan:
     rest: int
 
 
-def _batch(spec: ProduceSpec, value: bytes, limit: int | None) -> tuple[bytes, int]:
-    """One batch of `value`s, filled to spec.batch_size uncompressed bytes (at most `limit`
-    records), stamped with the current time."""
+def _batch(spec: ProduceSpec, values: list[bytes], limit: int | None) -> tuple[bytes, int]:
+    """One batch of `values` in turn, filled to spec.batch_size uncompressed bytes (at most
+    `limit` records), stamped with the current time."""
     from kafkaio.records import BatchBuilder
 
     builder = BatchBuilder(compression=spec.codec, batch_size=spec.batch_size)
     while limit is None or builder.record_count < limit:
+        value = values[builder.record_count % len(values)]
         if builder.append(time.time_ns() // 1_000_000, None, value) is None:
             break
     return builder.build(), builder.record_count
@@ -62,10 +63,10 @@ def _batch(spec: ProduceSpec, value: bytes, limit: int | None) -> tuple[bytes, i
 def plan(spec: ProduceSpec) -> Plan:
     """Batches holding spec.records records in total, the way aiokafka and librdkafka size
     them (by uncompressed bytes). One batch object is reused: the broker assigns offsets."""
-    value = payload(spec.size)
-    full_batch, per_batch = _batch(spec, value, spec.records)
+    values = payloads(spec.size)
+    full_batch, per_batch = _batch(spec, values, spec.records)
     full, rest = divmod(spec.records, per_batch)
-    rest_batch = _batch(spec, value, rest)[0] if rest else None
+    rest_batch = _batch(spec, values, rest)[0] if rest else None
     return Plan(full_batch, per_batch, full, rest_batch, rest)
 
 
@@ -123,7 +124,7 @@ async def _ceiling(bootstrap: str, topic: str, spec: ProduceSpec, in_flight: int
     config = ConnectionConfig(max_in_flight_requests_per_connection=in_flight)
     conn = await Connection.connect(host, port, config)
     try:
-        warm_up = _batch(spec, b"warm-up", 1)[0]
+        warm_up = _batch(spec, [b"warm-up"], 1)[0]
         _check(await conn.send(_request(topic, partition, acks, warm_up)), topic)
         queue = iter(requests)  # shared by the workers: each takes the next request
 

@@ -6,6 +6,8 @@ child process of one measurement (see isolate.py); the suites only pick names.
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import importlib
 import threading
 import time
@@ -15,23 +17,30 @@ from typing import Any
 
 from benchmarks.ceiling import measure_ceiling
 from benchmarks.common import (
+    APACHE,
     GROUP_HEARTBEAT_MS,
     GROUP_SESSION_TIMEOUT_MS,
     MOCK,
     latency_summary,
     payload,
+    payloads,
     process_cpu_seconds,
     stamped,
     unstamp,
 )
-from benchmarks.isolate import Meter, Metrics
+from benchmarks.isolate import Meter, Metrics, Phases
 from benchmarks.report import CEILING, ORDERED_CEILING, note
 
 KAFKAIO = "kafkaio"
 KAFKAIO_ITER = "kafkaio (async for)"
+KAFKAIO_ENQUEUE = "kafkaio (await enqueue)"
 AIOKAFKA = "aiokafka"
 CONFLUENT = "confluent-kafka (sync)"
 CONFLUENT_AIO = "confluent-kafka (aio)"
+# librdkafka with the in-flight limit of kafkaio and Java (5; librdkafka's own default without
+# idempotence is 1,000,000): how much of its lead on one partition is deeper pipelining
+CONFLUENT_5 = "confluent-kafka (sync, 5 in flight)"
+JAVA = "Java (kafka-clients)"  # Kafka's perf tools in a JVM: the reference on Apache Kafka
 KAFKA_PYTHON = "kafka-python"
 PEERS = (KAFKAIO, AIOKAFKA, CONFLUENT, CONFLUENT_AIO, KAFKA_PYTHON)  # kafkaio first
 # CEILING ("broker ceiling") and ORDERED_CEILING (one request in flight), from report:
@@ -44,9 +53,12 @@ _CEILING_MODULES = ("kafkaio.admin", "kafkaio.net", "kafkaio.protocol.messages",
 _IMPORTS = {
     KAFKAIO: _KAFKAIO_MODULES,
     KAFKAIO_ITER: _KAFKAIO_MODULES,
+    KAFKAIO_ENQUEUE: _KAFKAIO_MODULES,
+    JAVA: (),
     AIOKAFKA: ("aiokafka",),
     CONFLUENT: ("confluent_kafka",),
     CONFLUENT_AIO: ("confluent_kafka.aio",),
+    CONFLUENT_5: ("confluent_kafka",),
     KAFKA_PYTHON: ("kafka",),
     CEILING: _CEILING_MODULES,
     ORDERED_CEILING: _CEILING_MODULES,
@@ -63,12 +75,24 @@ UNABLE = {
 }
 
 
+def _java_unable(broker: str | None) -> str | None:
+    """Why the Java row is not measured on `broker` (None: it is)."""
+    if broker != APACHE:
+        return f"{JAVA}: the JVM reference row is measured on Apache Kafka (--broker apache)"
+    from benchmarks import java
+
+    reason = java.unavailable_reason()
+    return None if reason is None else f"{JAVA} is not measured: {reason}"
+
+
 def available(names: tuple[str, ...], broker: str | None = None) -> tuple[str, ...]:
     """The clients of `names` whose library is installed and that can use `broker` (a
     BenchBroker spec); a note for each one left out."""
     out = []
     for name in names:
         unable = UNABLE.get((broker, name))
+        if name == JAVA:
+            unable = _java_unable(broker)
         if unable is not None:
             note(unable)
             continue
@@ -112,25 +136,58 @@ AIOKAFKA_NO_IDEMPOTENCE = (
 )
 
 
-async def _produce_kafkaio(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+async def _produce_kafkaio(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
+    """produce() without awaiting; a record it cannot buffer now (WouldBlockError: the
+    buffer is full) goes to enqueue(), which waits for room. The loop awaits once every
+    1,024 records besides, as an application awaits its sources (confluent-kafka's loop
+    calls poll(0) every 1,000)."""
+    from kafkaio.producer import WouldBlockError
+
+    async with _kafkaio_producer(bootstrap, spec) as producer:
+        await producer.send(topic, b"warm-up")
+        produce, enqueue = producer.produce, producer.enqueue
+        n = len(values)
+        for i in range(spec.records):
+            try:
+                produce(topic, values[i % n])
+            except WouldBlockError:
+                await enqueue(topic, values[i % n])
+            if not i & 1023:
+                await asyncio.sleep(0)
+        await producer.flush()
+
+
+async def _produce_kafkaio_enqueue(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
+    """Every record through ``await enqueue()`` (the coroutine API)."""
+    async with _kafkaio_producer(bootstrap, spec) as producer:
+        await producer.send(topic, b"warm-up")
+        enqueue = producer.enqueue
+        n = len(values)
+        for i in range(spec.records):
+            await enqueue(topic, values[i % n])
+        await producer.flush()
+
+
+def _kafkaio_producer(bootstrap: str, spec: ProduceSpec) -> Any:
     from kafkaio.producer import Producer
 
-    async with Producer(
+    return Producer(
         bootstrap,
         acks=spec.acks,
         compression_type=spec.codec,
         linger_ms=spec.linger_ms,
         batch_size=spec.batch_size,
         enable_idempotence=spec.acks == "all",
-    ) as producer:
-        await producer.send(topic, b"warm-up")
-        enqueue = producer.enqueue
-        for _ in range(spec.records):
-            await enqueue(topic, value)
-        await producer.flush()
+    )
 
 
-async def _produce_aiokafka(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+async def _produce_aiokafka(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError as AioKafkaError
 
@@ -155,8 +212,9 @@ async def _produce_aiokafka(bootstrap: str, topic: str, value: bytes, spec: Prod
     try:
         await (await producer.send(topic, b"warm-up"))
         send = producer.send
-        for _ in range(spec.records):
-            await send(topic, value)
+        n = len(values)
+        for i in range(spec.records):
+            await send(topic, values[i % n])
         await producer.flush()
     finally:
         await producer.stop()
@@ -174,17 +232,27 @@ def _confluent_producer_conf(bootstrap: str, spec: ProduceSpec) -> dict[str, Any
     }
 
 
-def _produce_confluent(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+def _produce_confluent(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    spec: ProduceSpec,
+    in_flight: int | None = None,
+) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer(_confluent_producer_conf(bootstrap, spec))
+    conf = _confluent_producer_conf(bootstrap, spec)
+    if in_flight is not None:
+        conf["max.in.flight.requests.per.connection"] = in_flight
+    producer = Producer(conf)
     producer.produce(topic, b"warm-up")
     producer.flush(30)
     produce, poll = producer.produce, producer.poll
+    n = len(values)
     for i in range(spec.records):
         while True:
             try:
-                produce(topic, value)
+                produce(topic, values[i % n])
                 break
             except BufferError:
                 poll(0.001)
@@ -195,7 +263,7 @@ def _produce_confluent(bootstrap: str, topic: str, value: bytes, spec: ProduceSp
 
 
 async def _produce_confluent_aio(
-    bootstrap: str, topic: str, value: bytes, spec: ProduceSpec
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
 ) -> None:
     from confluent_kafka.aio import AIOProducer
 
@@ -203,14 +271,17 @@ async def _produce_confluent_aio(
     try:
         await (await producer.produce(topic, b"warm-up"))
         produce = producer.produce
-        for _ in range(spec.records):
-            await produce(topic, value)
+        n = len(values)
+        for i in range(spec.records):
+            await produce(topic, values[i % n])
         await producer.flush()
     finally:
         await producer.close()
 
 
-def _produce_kafka_python(bootstrap: str, topic: str, value: bytes, spec: ProduceSpec) -> None:
+def _produce_kafka_python(
+    bootstrap: str, topic: str, values: list[bytes], spec: ProduceSpec
+) -> None:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(
@@ -224,8 +295,9 @@ def _produce_kafka_python(bootstrap: str, topic: str, value: bytes, spec: Produc
     try:
         producer.send(topic, b"warm-up").get(30)
         send = producer.send
-        for _ in range(spec.records):
-            send(topic, value)
+        n = len(values)
+        for i in range(spec.records):
+            send(topic, values[i % n])
         producer.flush(120)
     finally:
         producer.close()
@@ -238,10 +310,12 @@ def _sync(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     return run
 
 
-PRODUCERS: dict[str, Callable[[str, str, bytes, ProduceSpec], None]] = {
+PRODUCERS: dict[str, Callable[[str, str, list[bytes], ProduceSpec], None]] = {
     KAFKAIO: _sync(_produce_kafkaio),
+    KAFKAIO_ENQUEUE: _sync(_produce_kafkaio_enqueue),
     AIOKAFKA: _sync(_produce_aiokafka),
     CONFLUENT: _produce_confluent,
+    CONFLUENT_5: functools.partial(_produce_confluent, in_flight=5),
     CONFLUENT_AIO: _sync(_produce_confluent_aio),
     KAFKA_PYTHON: _produce_kafka_python,
 }
@@ -255,124 +329,248 @@ def measure_produce(client: str, bootstrap: str, topic: str, spec: ProduceSpec) 
         return measure_ceiling(bootstrap, topic, spec)
     if client == ORDERED_CEILING:
         return measure_ceiling(bootstrap, topic, spec, in_flight=1)
-    value = payload(spec.size)
+    if client == JAVA:
+        from benchmarks import java
+
+        return java.produce(
+            bootstrap, topic, spec.size, spec.codec, spec.acks, spec.records,
+            spec.linger_ms, spec.batch_size,
+        )
+    values = payloads(spec.size)
     with Meter() as meter:
-        PRODUCERS[client](bootstrap, topic, value, spec)
+        PRODUCERS[client](bootstrap, topic, values, spec)
     return meter.throughput(spec.records, spec.size)
 
 
 # -- consume throughput (assign mode, from the beginning) ---------------------------------
 
 
-async def _consume_kafkaio(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_kafkaio(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
+) -> int:
     from kafkaio import Consumer, TopicPartition
 
     n = 0
-    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    async with Consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **_group_options(group)
+    ) as consumer:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             batches = await consumer.getmany(timeout_ms=1000)
+            if batches:
+                phases.first()
             for records in batches.values():
                 for r in records:
                     n += len(r.value) > 0  # touch every record as an application would
+        phases.mark("last")
+    phases.mark("closed")
     return n
 
 
-async def _consume_kafkaio_iter(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_kafkaio_iter(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
+) -> int:
     from kafkaio import Consumer, TopicPartition
 
     n = 0
-    async with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    async with Consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **_group_options(group)
+    ) as consumer:
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         async for r in consumer:
+            if n == 0:
+                phases.first()
             n += len(r.value) > 0
             if n >= wanted:
                 break
+        phases.mark("last")
+    phases.mark("closed")
     return n
 
 
-async def _consume_aiokafka(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_aiokafka(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
+) -> int:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     n = 0
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", **_group_options(group)
+    )
     await consumer.start()
     try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
             batches = await consumer.getmany(timeout_ms=1000)
+            if batches:
+                phases.first()
             for records in batches.values():
                 for r in records:
                     n += len(r.value) > 0
+        phases.mark("last")
     finally:
         await consumer.stop()
+    phases.mark("closed")
     return n
 
 
-def _confluent_consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+def _group_options(group: str | None) -> dict[str, Any]:
+    """A group member's options for kafkaio and aiokafka (none for assign mode): the group,
+    the benchmarks' session timeouts (see common.GROUP_SESSION_TIMEOUT_MS), no auto-commit."""
+    if not group:
+        return {}
     return {
+        "group_id": group,
+        "session_timeout_ms": GROUP_SESSION_TIMEOUT_MS,
+        "heartbeat_interval_ms": GROUP_HEARTBEAT_MS,
+        "enable_auto_commit": False,
+    }
+
+
+def _confluent_consumer_conf(
+    bootstrap: str, group: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    conf = {
         "bootstrap.servers": bootstrap,
-        "group.id": f"bench-{time.monotonic_ns()}",  # required, unused with assign()
+        "group.id": group or f"bench-{time.monotonic_ns()}",  # required, unused by assign()
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         **extra,
     }
+    if group:
+        conf["session.timeout.ms"] = GROUP_SESSION_TIMEOUT_MS
+        conf["heartbeat.interval.ms"] = GROUP_HEARTBEAT_MS
+    return conf
 
 
-def _consume_confluent(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+def _consume_confluent(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
+) -> int:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer(_confluent_consumer_conf(bootstrap))
+    consumer = Consumer(_confluent_consumer_conf(bootstrap, group))
     n = 0
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign(
+                [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+            )
         while n < wanted:
-            for message in consumer.consume(num_messages=1000, timeout=1.0):
+            messages = consumer.consume(num_messages=1000, timeout=1.0)
+            if messages:
+                phases.first()
+            for message in messages:
                 if message.error() is None:
                     n += len(message.value() or b"") > 0
+        phases.mark("last")
     finally:
         consumer.close()
+    phases.mark("closed")
     return n
 
 
-async def _consume_confluent_aio(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+async def _consume_confluent_aio(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
+) -> int:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     from confluent_kafka.aio import AIOConsumer
 
-    consumer = AIOConsumer(_confluent_consumer_conf(bootstrap))
+    consumer = AIOConsumer(_confluent_consumer_conf(bootstrap, group))
     n = 0
     try:
-        await consumer.assign(
-            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
-        )
+        if group:
+            await consumer.subscribe([topic])
+        else:
+            await consumer.assign(
+                [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+            )
         while n < wanted:
-            for message in await consumer.consume(num_messages=1000, timeout=1.0):
+            messages = await consumer.consume(num_messages=1000, timeout=1.0)
+            if messages:
+                phases.first()
+            for message in messages:
                 if message.error() is None:
                     n += len(message.value() or b"") > 0
+        phases.mark("last")
     finally:
         await consumer.close()
+    phases.mark("closed")
     return n
 
 
-def _consume_kafka_python(bootstrap: str, topic: str, partitions: int, wanted: int) -> int:
+def _consume_kafka_python(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    wanted: int,
+    phases: Phases,
+    group: str | None = None,
+) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **({"group_id": group} if group else {}),
     )
     n = 0
     try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        if group:
+            consumer.subscribe([topic])
+        else:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while n < wanted:
-            for records in consumer.poll(timeout_ms=1000).values():
+            polled = consumer.poll(timeout_ms=1000)
+            if polled:
+                phases.first()
+            for records in polled.values():
                 for r in records:
                     n += len(r.value) > 0
+        phases.mark("last")
     finally:
         consumer.close()
+    phases.mark("closed")
     return n
 
 
-CONSUMERS: dict[str, Callable[[str, str, int, int], int]] = {
+CONSUMERS: dict[str, Callable[..., int]] = {
     KAFKAIO: _sync(_consume_kafkaio),
     KAFKAIO_ITER: _sync(_consume_kafkaio_iter),
     AIOKAFKA: _sync(_consume_aiokafka),
@@ -383,15 +581,34 @@ CONSUMERS: dict[str, Callable[[str, str, int, int], int]] = {
 
 
 def measure_consume(
-    client: str, bootstrap: str, topic: str, partitions: int, records: int, size: int
+    client: str,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    size: int,
+    group: str | None = None,
 ) -> Metrics:
-    """Child: `client` assigns every partition and reads `records` records from the start."""
+    """Child: `client` assigns every partition (or, with `group`, subscribes as the only
+    member of that new group) and reads `records` records from the start.
+
+    Throughput and CPU per record are the steady state, from the first record to the last;
+    start-up (construction, connecting, assigning, the first fetch) and close are reported
+    apart (``startup_s``, ``close_s``), as is the whole run (``whole_msg_per_s``)."""
+    if client == JAVA:
+        from benchmarks import java
+
+        if group is None:
+            raise ValueError(f"{JAVA} consumes as a group member only (ConsumerPerformance)")
+        return java.consume(bootstrap, topic, records, size, group)
     _prepare(client)
-    with Meter() as meter:
-        got = CONSUMERS[client](bootstrap, topic, partitions, records)
+    gc.collect()
+    phases = Phases()
+    phases.mark("created")
+    got = CONSUMERS[client](bootstrap, topic, partitions, records, phases, group)
     if got < records:
         raise RuntimeError(f"{client} read {got} records from {topic}, expected {records}")
-    return meter.throughput(records, size)
+    return phases.metrics(records, size)
 
 
 # -- latency: produce→ack and produce→consume at a steady rate ----------------------------

@@ -1,6 +1,7 @@
-"""What every suite shares: the broker (embedded Tansu, librdkafka's mock cluster or an
-external cluster), topics, payloads with an embedded send timestamp, filling a topic, and
-latency percentiles.
+"""What every suite shares: the broker (an Apache Kafka broker started here, an embedded
+Tansu, librdkafka's mock cluster or an external cluster), topics, payloads (1,024 distinct
+values per run, and values with an embedded send timestamp), filling a topic, and latency
+percentiles.
 """
 
 from __future__ import annotations
@@ -8,17 +9,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import struct
 import time
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from kafkaio.testing import MockCluster, TansuBroker
 
+if TYPE_CHECKING:
+    from kafkaio.testing.apache import ApacheKafka
+
 BOOTSTRAP_ENV = "KAFKAIO_BENCH_BOOTSTRAP"
-# The broker spec (where a suite takes `bootstrap`) that selects librdkafka's mock cluster.
+# The broker specs (where a suite takes `bootstrap`) that select librdkafka's mock cluster
+# and an Apache Kafka broker started for the run (as the tests start one).
 MOCK = "mock"
+APACHE = "apache"
+BROKERS = ("tansu", APACHE, MOCK)  # --broker choices: None (the default) is tansu
 
 # Tansu 0.6 holds a new group's first JoinGroup for session_timeout_ms / 2 (22 s with the
 # Java default of 45 s): every group consumer in the benchmarks uses these.
@@ -27,16 +36,21 @@ GROUP_HEARTBEAT_MS = 2000
 
 
 class BenchBroker:
-    """The broker a run uses, by `spec`: None, an embedded Tansu (memory storage); MOCK,
-    librdkafka's mock cluster with one broker (in a helper process; it keeps records in
-    memory); else the bootstrap of an external cluster. ``fresh()`` restarts an embedded
-    broker empty (an external cluster keeps its data: every run writes to a new topic)."""
+    """The broker a run uses, by `spec`: None, an embedded Tansu (memory storage); APACHE,
+    one Apache Kafka 4.4 broker (KRaft, data on local disk, started the way the tests start
+    it); MOCK, librdkafka's mock cluster with one broker (in a helper process; it keeps
+    records in memory); else the bootstrap of an external cluster. ``fresh()`` restarts an
+    in-memory broker empty and deletes the topics made on Apache Kafka (an external cluster
+    keeps its data: every run writes to a new topic)."""
 
     def __init__(self, spec: str | None = None) -> None:
         self._mock_wanted = spec == MOCK
-        self._external = None if spec in (None, MOCK) else spec
+        self._apache_wanted = spec == APACHE
+        self._external = None if spec in (None, MOCK, APACHE, "tansu") else spec
         self._tansu: TansuBroker | None = None
         self._mock: MockCluster | None = None
+        self._apache: ApacheKafka | None = None
+        self._topics: list[str] = []  # made on Apache Kafka since the last fresh()
 
     @property
     def external(self) -> bool:
@@ -47,11 +61,17 @@ class BenchBroker:
         return self._mock_wanted
 
     @property
+    def apache(self) -> bool:
+        return self._apache_wanted
+
+    @property
     def bootstrap(self) -> str:
         if self._external is not None:
             return self._external
         if self._mock is not None:
             return self._mock.bootstrap
+        if self._apache is not None:
+            return self._apache.bootstrap
         if self._tansu is None:
             raise RuntimeError("BenchBroker is not started: use it as a context manager")
         return self._tansu.bootstrap
@@ -61,6 +81,8 @@ class BenchBroker:
         """The embedded broker's process id (None for an external cluster)."""
         if self._mock is not None:
             return self._mock.pid
+        if self._apache is not None:
+            return self._apache.node(1).pid
         return None if self._tansu is None else self._tansu.pid
 
     def fresh(self) -> None:
@@ -71,9 +93,14 @@ class BenchBroker:
         if self._mock is not None:
             self._mock.stop()
             self._mock = _start_mock()
+        if self._apache is not None and self._topics:
+            delete_topics(self.bootstrap, self._topics)
+            self._topics = []
 
     def describe(self) -> str:
-        return describe_broker(MOCK if self._mock_wanted else self._external)
+        if self._mock_wanted:
+            return describe_broker(MOCK)
+        return describe_broker(APACHE if self._apache_wanted else self._external)
 
     def new_topic(self, prefix: str, partitions: int = 1) -> str:
         topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
@@ -81,11 +108,15 @@ class BenchBroker:
             self._mock.create_topic(topic, partitions)
         else:
             create_topic(self.bootstrap, topic, partitions, -1 if self.external else 1)
+            if self._apache is not None:
+                self._topics.append(topic)
         return topic
 
     def __enter__(self) -> BenchBroker:
         if self._mock_wanted:
             self._mock = _start_mock()
+        elif self._apache_wanted:
+            self._apache = _start_apache()
         elif self._external is None:
             self._tansu = TansuBroker().start()
         return self
@@ -102,6 +133,54 @@ class BenchBroker:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        if self._apache is not None:
+            self._apache.stop()
+            self._apache = None
+
+
+def _start_apache() -> ApacheKafka:
+    """One Apache Kafka broker as the tests start it (kafkaio.testing.apache: the jars from
+    Maven Central, KRaft combined mode, a temporary data directory), with a heap for large
+    metadata (the scale suite's 10,000 partitions)."""
+    from kafkaio.testing.apache import ApacheKafka, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"--broker apache: Apache Kafka cannot run here: {reason}")
+    cluster = ApacheKafka(1, heap_mb=2048).start()
+    try:
+        _warm_up(cluster.bootstrap)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+WARM_UP_RECORDS = 2_000_000
+
+
+def _warm_up(bootstrap: str) -> None:
+    """Produce and read back records until the broker's JIT compiler has done its work:
+    a fresh JVM serves the first clients at a fraction of its later pace, and the first
+    client measured would pay for that."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = f"bench-warm-up-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    for codec in ("none", "lz4"):
+        fill(bootstrap, topic, codec, WARM_UP_RECORDS // 2, 100, 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-warm-up"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen = 0
+        while seen < WARM_UP_RECORDS:
+            messages = consumer.consume(num_messages=10_000, timeout=5.0)
+            if not messages:
+                break
+            seen += len(messages)
+    finally:
+        consumer.close()
+    delete_topics(bootstrap, [topic])
 
 
 def _start_mock() -> MockCluster:
@@ -117,11 +196,16 @@ def _start_mock() -> MockCluster:
 
 
 def add_broker_argument(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap`` of a suite's own command line: a BenchBroker spec."""
+    """``--broker`` (or ``--bootstrap``) of a suite's own command line: a BenchBroker
+    spec, in ``args.bootstrap``."""
     parser.add_argument(
+        "--broker",
         "--bootstrap",
+        dest="bootstrap",
         default=None,
-        help=f"external cluster (HOST:PORT), or {MOCK!r} for the mock cluster",
+        type=lambda spec: None if spec == "tansu" else spec,
+        help=f"tansu (the default, embedded), {APACHE!r} for an Apache Kafka broker started "
+        f"for the run, {MOCK!r} for the mock cluster, or an external cluster's HOST:PORT",
     )
 
 
@@ -136,6 +220,13 @@ def describe_broker(spec: str | None) -> str:
         except ImportError:
             version = "?"
         return f"librdkafka {version} mock cluster, one broker, in memory, loopback"
+    if spec == APACHE:
+        from kafkaio.testing.apache import KAFKA_VERSION
+
+        return (
+            f"Apache Kafka {KAFKA_VERSION}, one broker (KRaft, combined mode), data on "
+            "local disk, loopback"
+        )
     if spec:
         return f"external cluster at {spec}"
     try:
@@ -147,6 +238,17 @@ def describe_broker(spec: str | None) -> str:
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1) -> None:
     asyncio.run(_create_topic(bootstrap, topic, partitions, replication))
+
+
+def delete_topics(bootstrap: str, topics: Sequence[str]) -> None:
+    asyncio.run(_delete_topics(bootstrap, list(topics)))
+
+
+async def _delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from kafkaio.admin import Admin
+
+    async with Admin(bootstrap) as admin:
+        await admin.delete_topics(topics)
 
 
 async def _create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
@@ -191,10 +293,58 @@ def pin_broker(pid: int | None) -> frozenset[int] | None:
 # -- payloads ------------------------------------------------------------------------------
 
 
+# Distinct record values per run: every produce loop cycles through them (``values[i & MASK]``)
+PAYLOADS = 1024
+MASK = PAYLOADS - 1
+_EVENTS = (b"page_view", b"click", b"add_to_cart", b"checkout", b"search", b"login")
+_PAGES = (b"products", b"cart", b"search", b"account", b"orders", b"help")
+
+
+def _event(rng: random.Random, n: int) -> bytes:
+    """One JSON event as applications log them: the same field names, ids, timestamps,
+    enums and a random session token."""
+    return (
+        b'{"id":%d,"user":"user-%05d","event":"%s","ts":%d,"page":"/%s/%d",'
+        b'"session":"%s","amount":%d.%02d,"ok":%s}'
+        % (
+            n,
+            rng.randrange(100_000),
+            rng.choice(_EVENTS),
+            1_764_000_000_000 + rng.randrange(86_400_000),
+            rng.choice(_PAGES),
+            rng.randrange(10_000),
+            b"%016x" % rng.getrandbits(64),
+            rng.randrange(1000),
+            rng.randrange(100),
+            rng.choice((b"true", b"false")),
+        )
+    )
+
+
+def payloads(size: int, count: int = PAYLOADS, seed: int = 1) -> list[bytes]:
+    """`count` distinct values of `size` bytes that compress as real data does (JSON
+    events, one per line, cut to `size`): lz4 and zstd gain what they gain on application
+    logs, not what they gain on one value repeated. The same values for every client.
+    Large values come fewer (at most 64 MiB in all)."""
+    count = max(1, min(count, (64 << 20) // max(size, 1)))
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        lines = []
+        length = 0
+        n = i
+        while length <= size:
+            line = _event(rng, n)
+            lines.append(line)
+            length += len(line) + 1
+            n += count
+        out.append(b"\n".join(lines)[:size])
+    return out
+
+
 def payload(size: int) -> bytes:
-    """Half random-looking, half repetitive: compressible, but not trivially."""
-    half = size // 2
-    return (uuid.uuid4().hex * (half // 32 + 1))[:half].encode() + b"a" * (size - half)
+    """One value of `size` bytes (the first of `payloads`), where one is enough."""
+    return payloads(size, 1)[0]
 
 
 _STAMP = struct.Struct(">qq")  # send time (perf_counter_ns), sequence number
@@ -243,12 +393,12 @@ def fill(
             "queue.buffering.max.messages": 1_000_000,
         }
     )
-    value = payload(size)
+    values = payloads(size)
     produce, poll = producer.produce, producer.poll
     for i in range(count):
         while True:
             try:
-                produce(topic, value, partition=i % partitions)
+                produce(topic, values[i & MASK], partition=i % partitions)
                 break
             except BufferError:
                 poll(0.05)

@@ -77,7 +77,7 @@ def _child(
     logging.disable(logging.ERROR)
     try:
         metrics = dict(target(*args))
-        metrics["peak_rss_mib"] = peak_rss_mib()
+        metrics.setdefault("peak_rss_mib", peak_rss_mib())  # a JVM child reports its own
         sender.send(("ok", metrics, sorted(report.NOTES)))
     except BaseException:
         sender.send(("error", traceback.format_exc(), sorted(report.NOTES)))
@@ -140,6 +140,44 @@ class Meter:
             "mb_per_s": records * size / self.wall_s / 1e6,
             "cpu_us_per_msg": self.cpu_s / records * 1e6,
             "records": float(records),
+        }
+
+
+class Phases:
+    """Times of a consume run's phases: created (before the client is built), first record,
+    last record, closed; wall and CPU at each mark. ``metrics(records, size)`` reports the
+    steady state (first record to last) as the throughput and CPU per record, and start-up
+    (to the first record) and close (after the last) separately, so fixed costs of a client's
+    life do not count against its per-record speed."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, tuple[float, float]] = {}
+
+    def mark(self, name: str) -> None:
+        if name not in self.marks:
+            self.marks[name] = (time.perf_counter(), cpu_seconds())
+
+    def first(self) -> None:
+        """Call when the first record arrives (later calls are ignored)."""
+        self.mark("first")
+
+    def metrics(self, records: int, size: int) -> Metrics:
+        for name in ("created", "first", "last", "closed"):
+            if name not in self.marks:
+                raise RuntimeError(f"the consume run never marked {name!r}")
+        (w0, c0), (w1, c1), (w2, c2), (w3, c3) = (
+            self.marks[n] for n in ("created", "first", "last", "closed")
+        )
+        steady = max(records - 1, 1)  # records after the first one, in w2 - w1
+        wall = max(w2 - w1, 1e-9)
+        return {
+            "msg_per_s": steady / wall,
+            "mb_per_s": steady * size / wall / 1e6,
+            "cpu_us_per_msg": (c2 - c1) / steady * 1e6,
+            "records": float(records),
+            "startup_s": w1 - w0,
+            "close_s": w3 - w2,
+            "whole_msg_per_s": records / (w3 - w0),
         }
 
 

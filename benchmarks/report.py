@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 BASELINE = "aiokafka"  # ratios are kafkaio's value over this client's, in the same run
+LIBRDKAFKA = "confluent-kafka (sync)"  # the second ratio: librdkafka's own API
 CEILING = "broker ceiling"  # produce pseudo-client: on the chart a line per case, not a bar
 # the same with one request in flight: the most a client that keeps one batch per partition
 # in flight (for order, as aiokafka does) can get from this broker; a dotted line
@@ -99,7 +100,16 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
     # suite: (metric key, header, format)
     "records": [("ns_per_record", "ns/record", ",.0f")],
     "produce": _THROUGHPUT,
-    "consume": _THROUGHPUT,
+    # steady state (first record to last); start-up and close apart, and the whole run
+    "consume": [
+        ("msg_per_s", "msg/s", ",.0f"),
+        ("mb_per_s", "MB/s", ",.1f"),
+        ("cpu_us_per_msg", "CPU µs/msg", ".2f"),
+        ("startup_s", "start-up s", ".2f"),
+        ("close_s", "close s", ".2f"),
+        ("whole_msg_per_s", "whole run msg/s", ",.0f"),
+        ("peak_rss_mib", "peak RSS MiB", ".0f"),
+    ],
     "latency": [
         ("p50_ms", "p50 ms", ",.2f"),
         ("p99_ms", "p99 ms", ",.2f"),
@@ -134,6 +144,9 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("msg_per_s", "msg/s", ",.0f"),
     ],
 }
+# the scale curves' tables (bench_scale): the produce and consume columns
+_COLUMNS["scale: produce"] = _COLUMNS["produce"]
+_COLUMNS["scale: consume"] = _COLUMNS["consume"]
 # the ratio column: kafkaio's value / aiokafka's (higher is better for msg/s, lower for
 # ns/record and latency)
 _RATIO = {
@@ -141,6 +154,8 @@ _RATIO = {
     "produce": "msg_per_s",
     "consume": "msg_per_s",
     "latency": "p99_ms",
+    "scale: produce": "msg_per_s",
+    "scale: consume": "msg_per_s",
     "spark": "rows_per_s",
 }
 # the client each suite's ratios are to (default BASELINE)
@@ -161,25 +176,31 @@ def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
 
 
 def suite_table(rows: Sequence[Row]) -> str:
-    """One markdown table; for throughput and latency, each client's ratio to aiokafka."""
+    """One markdown table; for throughput and latency, each client's ratio to aiokafka and
+    to librdkafka (confluent-kafka's sync client) in the same run."""
     suite = rows[0].suite
     columns = _COLUMNS[suite]
     ratio_key = _RATIO.get(suite)
     baseline = _BASELINES.get(suite, BASELINE)
     header = ["case", "client", *(h for _, h, _ in columns)]
-    if ratio_key:
-        header.append(f"vs {baseline}")
-    if ratio_key and ratio_key not in ("msg_per_s", "rows_per_s"):
-        header[-1] = f"vs {baseline} (lower is better)"
+    references = [baseline, LIBRDKAFKA] if ratio_key else []
+    references = [ref for ref in references if any(r.client == ref for r in rows)]
+    lower = (
+        " (lower is better)" if ratio_key and ratio_key not in ("msg_per_s", "rows_per_s") else ""
+    )
+    header += [f"vs {'librdkafka' if ref == LIBRDKAFKA else ref}{lower}" for ref in references]
     header.append("runs")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
-    base = {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == baseline}
+    bases = [
+        {r.case: r.metrics.get(ratio_key or "") for r in rows if r.client == ref}
+        for ref in references
+    ]
     for r in rows:
         cells = [r.case, r.client]
         cells += [format(r.metrics[k], f) if k in r.metrics else "" for k, _, f in columns]
-        if ratio_key:
+        for base in bases:
             theirs = base.get(r.case)
-            ours = r.metrics.get(ratio_key)
+            ours = r.metrics.get(ratio_key or "")
             cells.append(f"{ours / theirs:.2f}x" if theirs and ours else "")
         cells.append(str(len(r.runs) or 1))
         lines.append("| " + " | ".join(cells) + " |")

@@ -32,6 +32,12 @@ from kafkaio.admin.group_types import (
     MemberDescription,
     PartitionLag,
 )
+from kafkaio.admin.scram import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
 from kafkaio.admin.types import (
     BrokerLogDirs,
     ClusterDescription,
@@ -77,4 +83,8 @@ __all__ = [
     "PatternType",
     "ReplicaLogInfo",
     "ResourceType",
+    "ScramCredentialInfo",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
 ]

@@ -1,6 +1,7 @@
 """kafkaio.Admin: one client class assembled from the per-area call modules.
 
-Topics, configs, groups, group offsets, partition offsets/records, ACLs and the cluster.
+Topics, configs, groups, group offsets, partition offsets/records, ACLs, SCRAM credentials
+and the cluster.
 """
 
 from __future__ import annotations
@@ -10,10 +11,19 @@ from kafkaio.admin.cluster import ClusterMixin
 from kafkaio.admin.configs import ConfigsMixin
 from kafkaio.admin.group_offsets import GroupOffsetsMixin
 from kafkaio.admin.groups import GroupsMixin
+from kafkaio.admin.scram import ScramMixin
 from kafkaio.admin.topics import TopicsMixin
 
 
-class Admin(TopicsMixin, ConfigsMixin, GroupsMixin, GroupOffsetsMixin, AclsMixin, ClusterMixin):
+class Admin(
+    TopicsMixin,
+    ConfigsMixin,
+    GroupsMixin,
+    GroupOffsetsMixin,
+    AclsMixin,
+    ScramMixin,
+    ClusterMixin,
+):
     """An admin client. Use ``async with Admin(bootstrap_servers=...) as admin``.
 
     Options: every connection option (client_id, request_timeout_ms, security_protocol,

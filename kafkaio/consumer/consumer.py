@@ -163,6 +163,7 @@ class Consumer(AsyncClient):
         )
         self._buffer = FetchBuffer()
         self._background = BackgroundEventQueue()
+        self._background_events = self._background.events  # __anext__'s fast path tests it
         self._events = ApplicationEventQueue()
         self._processor = ApplicationEventProcessor(self._events)
         self._fetcher = FetchManager(
@@ -1088,7 +1089,7 @@ class Consumer(AsyncClient):
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not self._background and self._unsubscribing is None:  # the common case
+        if not self._background_events and self._unsubscribing is None:  # the common case
             pending = self._pending.records
             if pending:
                 return pending.popleft()
@@ -1126,18 +1127,21 @@ class Consumer(AsyncClient):
                 if records:
                     return records
             before = len(self._buffer)
-            before_bytes = self._buffer.buffered_bytes
+            used_before = self._buffer.used_bytes
             records = self._collector.collect(limit, only)
             if len(self._buffer) != before and self._fetcher.waits_for_drain():
                 driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
             if records and self._codecs is not None:
                 records = await self._deserialize(records, self._codecs)
+            used = self._buffer.used_bytes - used_before
             if records:
                 if self._registry.enabled:
-                    self._record_poll(records, before_bytes - self._buffer.buffered_bytes)
+                    self._record_poll(records, used)
                 if self._interceptors.enabled:  # before the application sees them (onConsume)
                     records = self._interceptors.on_consume(records)
                 return records
+            if used and self._registry.enabled:  # the last records' fetch, used up now
+                self._m.bytes_consumed.record(used, self._last_poll_ms or 0.0)
             self._raise_missing_offsets()
             remaining = deadline - anyio.current_time()
             if remaining <= 0:

@@ -327,6 +327,9 @@ class FetchBuffer:
     def __init__(self) -> None:
         self._fetches: dict[TopicPartition, deque[CompletedFetch]] = {}
         self._bytes = 0
+        # bytes of the fetches used up so far (their records handed out); dropped data
+        # (seek, reset, revocation) does not count
+        self.used_bytes = 0
         self._count = 0
         self._tp_bytes: dict[TopicPartition, int] = {}
         self.on_data: Callable[[], None] = lambda: None
@@ -379,6 +382,7 @@ class FetchBuffer:
         if not queue:
             return
         fetch = queue.popleft()
+        self.used_bytes += fetch.size
         self._forget(tp, fetch.size, 1)
         if not queue:
             del self._fetches[tp]

@@ -78,6 +78,7 @@ class MetadataManager:
         self._next_allowed_ms = -math.inf
         self._attempts = 0
         self._last_error: BaseException | None = None
+        self._listeners: list[Callable[[], None]] = []
 
     # -- state ---------------------------------------------------------------------------
 
@@ -119,6 +120,11 @@ class MetadataManager:
         they are retried, and `cluster.topics[name].error` shows the latest code.
         """
         return dict(self._topic_errors)
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a new snapshot replaces `cluster` (e.g. to drop what
+        was derived from the old one)."""
+        self._listeners.append(listener)
 
     # -- what to fetch -------------------------------------------------------------------
 
@@ -247,6 +253,8 @@ class MetadataManager:
             min_leader_epochs=self._last_seen_epochs,
         )
         self._snapshot = snapshot
+        for listener in self._listeners:
+            listener()
         if in_flight.full:  # a partial response leaves the other topics as old as they were
             self._last_success_ms = now
         self._last_error = None

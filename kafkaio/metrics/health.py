@@ -20,6 +20,8 @@ class ConnectionHealth:
     state: str
     in_flight: int = 0
     last_error: str | None = None
+    # SASL sessions renewed on the open connection (KIP-368): 0 when sessions do not expire
+    reauthentications: int = 0
 
 
 @dataclass(slots=True)

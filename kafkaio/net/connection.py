@@ -16,7 +16,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -39,6 +39,7 @@ from kafkaio.errors import (
 from kafkaio.net.config import ConnectionConfig
 from kafkaio.net.framing import FrameReader
 from kafkaio.net.inflight import CorrelationIds, InFlightRequest, InFlightRequests
+from kafkaio.net.reauth import SessionTimer
 from kafkaio.net.sasl import (
     OAuthBearerMechanism,
     PlainMechanism,
@@ -68,6 +69,14 @@ _CONNECT_ERRORS = (OSError, anyio.BrokenResourceError, anyio.EndOfStream)
 USE_ASYNCIO_WIRE = os.environ.get("KAFKAIO_ASYNCIO_WIRE", "1") != "0"
 
 R = TypeVar("R")
+
+
+class _Send(Protocol):
+    """How `_authenticate` sends a request: `Connection.send` or `_send_in_line`."""
+
+    async def __call__(self, request: Request[R], *, version: int) -> R: ...
+
+
 # what `Connection.send_soon` calls with the outcome: (response, None) or (None, error)
 ResponseCallback = Callable[[Any, "BaseException | None"], None]
 
@@ -202,7 +211,7 @@ class Connection:
         self.node_id = node_id
         self.config = config
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self.session_lifetime_ms = 0
+        self.session = SessionTimer()  # the SASL session: when to re-authenticate (KIP-368)
         self.state = ConnectionState.CONNECTING
         self.last_used = anyio.current_time()
         self._wire: AsyncioWire | None = None
@@ -221,6 +230,8 @@ class Connection:
         self._turns = Turns()
         self._read_lock = anyio.Lock()
         self._close_reason: BaseException | None = None
+        # the request of a session renewal in flight: it holds no in-flight permit
+        self._renewal_slot: Slot | None = None
         if self._wire is not None:
             self._wire.attach(self._on_wire_data, self._on_wire_lost)
 
@@ -314,8 +325,14 @@ class Connection:
             }
             return
 
-    async def _authenticate(self) -> None:
-        self.state = ConnectionState.AUTHENTICATING
+    async def _authenticate(self, send: _Send | None = None, *, renewal: bool = False) -> None:
+        """The SASL exchange: SaslHandshake, then SaslAuthenticate until the mechanism is
+        done. ``send`` carries each request (``self.send`` when connecting; a renewal sends
+        from the head of the write line, see `_reauthenticate`)."""
+        send = self.send if send is None else send
+        started = anyio.current_time()
+        if not renewal:
+            self.state = ConnectionState.AUTHENTICATING
         mechanism_name = self.config.sasl_mechanism
         handshake_version = self.version_for(SaslHandshakeRequest)
         if handshake_version < 1:
@@ -323,7 +340,7 @@ class Connection:
                 f"{self} only supports SaslHandshake v0 (Kafka before 1.0); kafkaio needs v1"
             )
         try:
-            handshake = await self.send(
+            handshake = await send(
                 SaslHandshakeRequest(mechanism=mechanism_name), version=handshake_version
             )
         except KafkaConnectionError as exc:
@@ -339,11 +356,10 @@ class Connection:
         mechanism = await self._make_mechanism()
         version = self.version_for(SaslAuthenticateRequest)
         token: bytes | None = mechanism.initial_response()
+        lifetime_ms = 0
         while token is not None:
             try:
-                response = await self.send(
-                    SaslAuthenticateRequest(auth_bytes=token), version=version
-                )
+                response = await send(SaslAuthenticateRequest(auth_bytes=token), version=version)
             except KafkaConnectionError as exc:
                 raise KafkaConnectionError(
                     f"{self} closed the connection during SASL {mechanism_name} "
@@ -363,7 +379,84 @@ class Connection:
                 raise SaslAuthenticationFailedError(
                     exc.message, node=self.node_id, address=f"{self.host}:{self.port}"
                 ) from None
-            self.session_lifetime_ms = response.session_lifetime_ms
+            lifetime_ms = response.session_lifetime_ms
+        self.session.authenticated(started, lifetime_ms, renewal=renewal)
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        """How long the broker said the SASL session lasts (ms; 0: no limit)."""
+        return self.session.lifetime_ms
+
+    # -- re-authentication (KIP-368) ----------------------------------------------------
+
+    def _renewal_due(self, now: float) -> bool:
+        return self.state is ConnectionState.READY and self.session.due(now)
+
+    async def _reauthenticate(self) -> None:
+        """Renew the SASL session on this connection: SaslHandshake and SaslAuthenticate
+        again (OAUTHBEARER with a fresh token from the provider), as Java's client does
+        once 85-95% of the session lifetime has passed (kafkaio.net.reauth).
+
+        The caller is at the head of the write line and holds no in-flight permit, so no
+        other request goes out until the exchange is over; responses to the requests
+        already in flight come first (the broker answers in order). A failure closes the
+        connection: what is in flight fails with KafkaConnectionError and is retried on a
+        new connection, which authenticates from scratch (so a provider that keeps failing
+        fails calls as it does when connecting)."""
+        try:
+            await self._authenticate(self._send_in_line, renewal=True)
+        except BaseException as exc:
+            error = KafkaConnectionError(
+                f"re-authenticating with {self} (the broker ends SASL sessions after "
+                f"{self.session.lifetime_ms} ms) failed: {_text(exc)}; the connection was "
+                "closed and its requests are retried on a new one"
+            )
+            error.__cause__ = exc
+            await self._shutdown(error)
+            if isinstance(exc, Exception):
+                raise error from exc
+            raise
+        log.debug(
+            "%s: re-authenticated (%d so far; session of %d ms)",
+            self,
+            self.session.reauthentications,
+            self.session.lifetime_ms,
+        )
+
+    async def _send_in_line(self, request: Request[R], *, version: int) -> R:
+        """`send` for the renewal exchange, at the head of the write line: no turn, and no
+        in-flight permit (the sender that renews may hold the only one): the request is
+        one more in flight than the permits allow, and its response frees none."""
+        self._check_open()
+        seconds = self.config.request_timeout_ms / 1000
+        deadline = anyio.current_time() + seconds
+        wire = self._wire
+        slot = _Waiter() if wire is None else _FutureWaiter(wire.loop.create_future())
+        self._renewal_slot = slot
+        self._inflight.max_in_flight += 1
+        try:
+            if isinstance(slot, _FutureWaiter):
+                assert wire is not None
+                self._write_on_wire(wire, request, version, deadline, slot, metered=False)
+                timer = wire.loop.call_at(
+                    deadline, self._wire_deadline, slot, request, version, seconds
+                )
+                try:
+                    response: R = await slot.future
+                finally:
+                    timer.cancel()
+                return response
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await self._write(request, version, slot, deadline)
+                await self._wait_for(slot)
+            if not slot.done and scope.cancelled_caught:
+                cause, error = self._no_response_errors(request, version, seconds)
+                await self._shutdown(cause, timed_out=slot, timeout_error=error)
+            result: R = slot.result()
+            return result
+        finally:
+            self._inflight.max_in_flight -= 1
+            self._renewal_slot = None
 
     async def _make_mechanism(self) -> SaslMechanism:
         config = self.config
@@ -495,7 +588,11 @@ class Connection:
         future: asyncio.Future[Any] = loop.create_future()
         slot = _FutureWaiter(future)
         # no one waits and a permit is free: write at once; else wait for both, in line
-        turn = self._turns.join() if self._turns or not _take(self._capacity) else None
+        # (and re-authenticate at the head of the line when the session is due)
+        if self._turns or self._renewal_due(now) or not _take(self._capacity):
+            turn: Turn | None = self._turns.join()
+        else:
+            turn = None
         try:
             if turn is not None:
                 with anyio.CancelScope(deadline=deadline) as scope:
@@ -541,10 +638,12 @@ class Connection:
         if self._overdue():
             self._fail(self._overdue_error())
             return False  # `send` then says the connection is closed
-        if not _take(self._capacity):
-            return False
         loop = wire.loop
         now = loop.time()
+        if self.session.due(now):
+            return False  # `send` re-authenticates first
+        if not _take(self._capacity):
+            return False
         seconds = self.config.request_timeout_ms / 1000 if timeout is None else timeout
         deadline = now + seconds
         slot = _CallbackWaiter(loop, on_done, on_read)
@@ -560,14 +659,18 @@ class Connection:
         version: int,
         deadline: float,
         slot: _FutureWaiter | _CallbackWaiter,
+        *,
+        metered: bool = True,
     ) -> None:
         """Encode `request` under the next correlation id, note it in flight with `slot` and
-        write its frame (an in-flight permit is held: released again if encoding fails)."""
+        write its frame (an in-flight permit is held unless not ``metered``: released again
+        if encoding fails)."""
         try:
             correlation_id = self._ids.next()
             frame = encode_request(request, version, correlation_id, self.config.client_id)
         except BaseException:
-            self._capacity.release()
+            if metered:
+                self._capacity.release()
             raise
         self._inflight.add(correlation_id, request.API_KEY, version, deadline, slot)
         wire.write(frame)  # the transport buffers the whole frame: it is never cut in half
@@ -638,10 +741,13 @@ class Connection:
         self.last_used = now
         with anyio.CancelScope(deadline=deadline) as scope:
             wire = self._wire
-            turn = self._turns.join() if self._turns or wire is None else None
+            due = self._renewal_due(now)
+            turn = self._turns.join() if self._turns or wire is None or due else None
             try:
                 if turn is not None:
                     await self._turns.wait(turn)
+                    if self._renewal_due(anyio.current_time()):
+                        await self._reauthenticate()
                 if wire is not None:
                     self._check_open()
                     frame = encode_request(
@@ -694,10 +800,13 @@ class Connection:
 
     async def _permit_and_turn(self, turn: Turn) -> None:
         """Take an in-flight permit, then wait for `turn`: every sender that called before
-        has written (a sender woken for a permit may run after one that came later)."""
+        has written (a sender woken for a permit may run after one that came later). At
+        the head of the line, re-authenticate first if the SASL session is due."""
         await _acquire(self._capacity)
         try:
             await self._turns.wait(turn)
+            if self._renewal_due(anyio.current_time()):
+                await self._reauthenticate()
         except BaseException:
             self._capacity.release()
             raise
@@ -768,7 +877,8 @@ class Connection:
         try:
             for frame in self._reader.feed(data):
                 entry = self._inflight.pop_response(peek_correlation_id(frame))
-                self._capacity.release()
+                if entry.slot is not self._renewal_slot:
+                    self._capacity.release()
                 try:
                     response = decode_response(entry.api_key, entry.api_version, frame)
                 except Exception as exc:  # a codec failure of any kind is a protocol error
@@ -837,8 +947,9 @@ class Connection:
             return error
 
         failed = self._inflight.fail_all(error_for)
-        for _ in failed:
-            self._capacity.release()
+        for entry in failed:
+            if entry.slot is not self._renewal_slot:
+                self._capacity.release()
         if not log_close:
             pass
         elif cause is None:

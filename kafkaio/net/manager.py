@@ -459,6 +459,7 @@ class ConnectionManager:
                     state,
                     0 if conn is None else conn.in_flight,
                     None if slot.error is None else str(slot.error),
+                    0 if conn is None else conn.session.reauthentications,
                 )
             )
         return out

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from kafkaio.producer.client import Producer, ProducerRecord
-from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
+from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError, WouldBlockError
 from kafkaio.producer.future import DeliveryFuture, RecordMetadata
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "ProducerRecord",
     "RecordMetadata",
     "RecordTooLargeError",
+    "WouldBlockError",
 ]

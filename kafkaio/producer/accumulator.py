@@ -147,39 +147,10 @@ class RecordAccumulator:
             self.close(batch)
         return AppendResult(fut, batch, size, True, full or len(dq) > 1)
 
-    def try_append(
-        self,
-        tp: TopicPartition,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        reserved: int,
-    ) -> DeliveryFuture | None:
-        """The fast path of `append` for a record without headers: append to the partition's
-        open batch and return its future; None when a new batch is needed (call `append`
-        then). The caller wakes the sender when ``future.batch_closed``."""
+    def last_batch(self, tp: TopicPartition) -> ProducerBatch | None:
+        """The newest batch queued for ``tp`` (open or not), None if none is queued."""
         dq = self._deques.get(tp)
-        if not dq:
-            return None
-        batch = dq[-1]
-        if batch.closed:
-            return None
-        builder = batch.builder
-        if builder.append(timestamp, key, value, None) is None:
-            return None
-        fut = DeliveryFuture(
-            batch,
-            builder.record_count - 1,
-            timestamp,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
-        if self.keep_futures:
-            batch.futures.append(fut)
-        batch.reserved_bytes += reserved
-        if builder.size_in_bytes() >= batch.limit:
-            self.close(batch)
-        return fut
+        return dq[-1] if dq else None
 
     def close(self, batch: ProducerBatch) -> None:
         """``batch`` takes no more records. A compressed one is encoded now, and how well it

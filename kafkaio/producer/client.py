@@ -21,7 +21,7 @@ import anyio.lowlevel
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.config import split_connection_options
 from kafkaio.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
-from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
+from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics import (
     HealthSnapshot,
@@ -34,9 +34,10 @@ from kafkaio.metrics.producer import ProducerMetrics, ProducerRecorder
 from kafkaio.metrics.timing import TimedManager
 from kafkaio.net.manager import parse_bootstrap_servers
 from kafkaio.producer.accumulator import RecordAccumulator
+from kafkaio.producer.appender import MAX_TIMESTAMP, RecordAppender, TopicRoute
 from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.config import PRODUCER_OPTIONS, ProducerConfig
-from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
+from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError, WouldBlockError
 from kafkaio.producer.events import (
     AbortTransactionEvent,
     CommitTransactionEvent,
@@ -46,8 +47,7 @@ from kafkaio.producer.events import (
 from kafkaio.producer.future import DeliveryFuture, RecordMetadata
 from kafkaio.producer.idempotence import IdempotenceManager, IdState
 from kafkaio.producer.memory import MemoryBudget
-from kafkaio.producer.murmur2 import partition_for_key
-from kafkaio.producer.partitioner import DefaultPartitioner, StickyState
+from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.producer.sender import Sender
 from kafkaio.producer.transaction_state import TxnResult, TxnState
 from kafkaio.producer.transactions import TransactionManager, group_metadata_of, to_offsets
@@ -57,7 +57,7 @@ from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.shell import AsyncClient, ClientShell, Lifecycle, close_timeout_ms
-from kafkaio.serde.base import FieldCodec, SerializationContext, located, to_bytes
+from kafkaio.serde.base import FieldCodec, SerializationContext, located, serialize_now, to_bytes
 from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
 from kafkaio.validate import check_bool, check_partition, check_topic
@@ -71,42 +71,8 @@ log = logging.getLogger("kafkaio.producer")
 
 HeadersArg = Sequence[tuple[str, "bytes | None"]] | Mapping[str, "bytes | None"] | None
 _BYTES = (bytes, bytearray, memoryview)
-_estimate = BatchBuilder.estimate_size_in_bytes
-# The size estimate of a keyless record without headers is this plus len(value).
-_KEYLESS_OVERHEAD = _estimate(None, b"", None)
-# the estimate of a keyed record without headers, less its key and value (it is additive)
-_KEYED_OVERHEAD = _estimate(b"", b"", None)
-_MAX_TIMESTAMP = 2**63 - 1  # a record's timestamp is an int64
+_MAX_TIMESTAMP = MAX_TIMESTAMP  # a record's timestamp is an int64
 _time_ns = time.time_ns
-
-
-@dataclass(slots=True)
-class _FastTopic:
-    """A topic's partitions as of one metadata version, for the enqueue fast path."""
-
-    version: int
-    partitions: list[int]
-    available: list[int]
-    tps: dict[int, TopicPartition]
-
-
-class _OpenBatch:
-    """Where a topic's keyless records go while nothing changes: the open batch of its sticky
-    partition, as of one metadata snapshot (for the enqueue fast path).
-
-    Made by the slow path after it appended a keyless record; unusable once the batch closes
-    (full, drained or failed), the metadata changes or the sticky partition has had its
-    share; dropped when the producer closes or its network task ends.
-    """
-
-    __slots__ = ("cluster", "batch", "builder", "sticky", "limit")
-
-    def __init__(self, cluster: ClusterMetadata, batch: ProducerBatch, sticky: StickyState):
-        self.cluster = cluster
-        self.batch = batch
-        self.builder = batch.builder
-        self.sticky = sticky
-        self.limit = batch.limit  # the batch's size, and the sticky partition's share
 
 
 @dataclass(slots=True)
@@ -221,11 +187,9 @@ class Producer(AsyncClient):
             transactions=self._txn,
             recorder=ProducerRecorder(self._m) if self._registry.enabled else None,
         )
-        self._partitioner = DefaultPartitioner(config.batch_size)
         self._custom_partitioner = config.partitioner
-        self._topics: dict[str, tuple[int, list[int], list[int]]] = {}
         # Plain records (bytes, no serializers, interceptors, custom partitioner or
-        # transaction) take a synchronous fast path through `_try_fast`.
+        # transaction) may take the appender's fast path.
         self._fast_ok = (
             not self._send_interceptors
             and config.key_serializer is None
@@ -237,10 +201,24 @@ class Producer(AsyncClient):
         self._key_codec = _codec(config.key_serializer, "key")
         self._value_codec = _codec(config.value_serializer, "value")
         self._plain_serializers = self._key_codec is None and self._value_codec is None
-        self._fast_topics: dict[str, _FastTopic] = {}
-        self._open_batches: dict[str, _OpenBatch] = {}  # keyless fast path, per topic
-        self._keep_futures = self._accumulator.keep_futures
-        self._max_record_size = min(config.max_request_size, config.buffer_memory)
+        # routes records to batches, plain ones without the general path (compiled with
+        # mypyc, see appender.py)
+        self._appender = RecordAppender(
+            self._accumulator,
+            DefaultPartitioner(config.batch_size),
+            min(config.max_request_size, config.buffer_memory),
+            self._fast_ok,
+            self._on_added,
+            self._produce,
+        )
+        if type(self).produce is Producer.produce:
+            # the compiled appender's bound method: the same call as the method below
+            # without an interpreted frame in between (that frame cost as much as the rest
+            # of a plain record's way into its batch)
+            self.produce = self._appender.produce  # type: ignore[method-assign]
+        # what the appender knows is as of one metadata snapshot and a healthy producer
+        self._metadata.add_listener(self._appender.clear)
+        self._idempotence.on_fatal = self._appender.clear
         self._yield_next = False  # a batch filled up: give the network task a turn
         enabled = self._registry.enabled
         sender: RequestManager = self._sender
@@ -296,7 +274,7 @@ class Producer(AsyncClient):
     def _on_task_end(self, fatal: BaseException | None) -> None:
         """The network task ended: records take the slow path (which raises) from now; if
         it failed, every buffered record fails with it."""
-        self._open_batches.clear()
+        self._appender.clear()
         if fatal is not None:
             self._sender.abort(
                 ProducerClosedError(f"the producer's network task failed: {fatal!r}")
@@ -310,7 +288,7 @@ class Producer(AsyncClient):
         may run in another task than ``start()`` and under a cancel scope. (``timeout`` in
         seconds is deprecated.)"""
         limit = close_timeout_ms(timeout_ms, timeout, None, "Producer")
-        self._open_batches.clear()
+        self._appender.clear()
 
         async def flush() -> None:
             started = anyio.current_time()
@@ -397,7 +375,8 @@ class Producer(AsyncClient):
 
         Waits only while the topic's metadata is unknown or ``buffer_memory`` is full (both
         at most ``max_block_ms``: then KafkaTimeoutError). Raises RecordTooLargeError for a
-        record larger than max_request_size or buffer_memory.
+        record larger than max_request_size or buffer_memory. ``produce`` does the same
+        without awaiting (it raises WouldBlockError where this waits).
         """
         if self._yield_next:
             # The last record filled a batch: let the network task send it now, so sending
@@ -405,69 +384,47 @@ class Producer(AsyncClient):
             # cancellation here loses nothing).
             self._yield_next = False
             await anyio.lowlevel.checkpoint()
-        if partition is None and headers is None and type(value) is bytes:
-            if key is None:
-                # The fast path of keyless records (inline: this runs once per record).
-                # _open_batches has entries only for plain records (no serializers,
-                # interceptors, custom partitioner or transactions) of a running producer.
-                slot = self._open_batches.get(topic)
-                if (
-                    slot is not None
-                    and not slot.batch.closed
-                    and slot.cluster is self._metadata.cluster
-                    and self._idempotence.state is not _ID_FATAL
-                ):
-                    value_size = len(value)
-                    size = _KEYLESS_OVERHEAD + value_size
-                    memory = self._memory
-                    if (
-                        size <= self._max_record_size
-                        and not memory.waiters
-                        and memory.used + size <= memory.limit
-                        and (
-                            timestamp_ms is None
-                            or (type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIMESTAMP)
-                        )
-                    ):
-                        if timestamp_ms is None:
-                            timestamp_ms = _time_ns() // 1_000_000
-                        builder = slot.builder
-                        record_size = builder.append(timestamp_ms, None, value, None)
-                        if record_size is not None:
-                            batch = slot.batch
-                            future = DeliveryFuture(
-                                batch, builder.record_count - 1, timestamp_ms, -1, value_size
-                            )
-                            if self._keep_futures:
-                                batch.futures.append(future)
-                            batch.reserved_bytes += size
-                            memory.used += size
-                            sticky = slot.sticky
-                            sticky.produced_bytes += record_size
-                            if sticky.produced_bytes >= slot.limit:
-                                self._switch_sticky(topic, slot)
-                            if builder.size_in_bytes() >= slot.limit:
-                                self._accumulator.close(batch)
-                                self._batch_full(batch.tp)
-                            return future
-            elif self._fast_ok and type(key) is bytes:
-                keyed = self._try_fast(topic, value, key, timestamp_ms)
-                if keyed is not None:
-                    return keyed
+        future = self._appender.append(topic, value, key, partition, headers, timestamp_ms)
+        if future is not None:
+            return future
         return await self._enqueue(topic, value, key, partition, headers, timestamp_ms)
 
-    def _switch_sticky(self, topic: str, slot: _OpenBatch) -> None:
-        """The sticky partition had its share: the partitioner picks the next one now. The
-        slot stays only if that is the same partition (e.g. a topic with one partition);
-        else the next keyless record takes the slow path, which makes the next slot."""
-        partitioner = self._partitioner
-        partition = slot.batch.tp.partition
-        partitioner.on_append(topic, None, partition, 0)
-        fast = self._fast_topics.get(topic)
-        if fast is not None and fast.version == slot.cluster.version:
-            if partitioner.partition(topic, None, fast.partitions, fast.available) == partition:
-                return
-        del self._open_batches[topic]
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: HeadersArg = None,
+        timestamp_ms: int | None = None,
+    ) -> DeliveryFuture:
+        """Buffer one record without awaiting and return its DeliveryFuture: ``enqueue``
+        for code that cannot or need not wait (and the fastest way to hand records over).
+
+        Raises WouldBlockError (a BufferError, as confluent-kafka's ``produce``) when the
+        record cannot be buffered now: ``buffer_memory`` is full, or the topic's partitions
+        are not known yet (the producer starts fetching them). ``await enqueue(...)`` the
+        record then: it waits for room or metadata. Async serializers need ``enqueue`` too
+        (KafkaConfigError here). The network task runs only while the application awaits
+        something: a loop that only calls ``produce`` should await now and then (e.g.
+        ``enqueue`` when WouldBlockError says so).
+        """
+        future = self._appender.append(topic, value, key, partition, headers, timestamp_ms)
+        if future is not None:
+            return future
+        return self._produce(topic, value, key, partition, headers, timestamp_ms)
+
+    def _on_added(self, tp: TopicPartition, new_batch: bool, full: bool) -> None:
+        """An append opened a batch of `tp` or filled one: wake the network task if it must
+        act now."""
+        if new_batch and not self._sender.has_in_flight(tp):
+            # the network task must learn when its linger ends (not while a batch of the
+            # partition is in flight: this one cannot go before that one's response, whose
+            # handling polls the sender)
+            assert self._driver is not None
+            self._driver.wakeup()
+        if full:
+            self._batch_full(tp)
 
     def _batch_full(self, tp: TopicPartition) -> None:
         """A batch of `tp` filled up: wake the network task, and give it a turn at the next
@@ -479,44 +436,6 @@ class Producer(AsyncClient):
         self._driver.wakeup()
         self._yield_next = True
 
-    def _try_fast(
-        self, topic: str, value: bytes, key: bytes, timestamp_ms: int | None
-    ) -> DeliveryFuture | None:
-        """Append a plain keyed record to an open batch without waiting; None: take the slow
-        path (it also raises the errors, e.g. for a closed producer)."""
-        fast = self._fast_topics.get(topic)
-        if fast is None or fast.version != self._metadata.cluster.version:
-            return None
-        if timestamp_ms is not None and not (
-            type(timestamp_ms) is int and 0 <= timestamp_ms <= _MAX_TIMESTAMP
-        ):
-            return None  # the general path says what is wrong
-        driver = self._driver
-        if (
-            self._shell.state is not _RUNNING
-            or driver is None
-            or driver.fatal_error is not None
-            or not driver.running
-            or self._idempotence.state is _ID_FATAL
-        ):
-            return None
-        size = _KEYED_OVERHEAD + len(key) + len(value)  # _estimate(key, value, None), inline
-        memory = self._memory
-        if size > self._max_record_size or memory.waiters or memory.used + size > memory.limit:
-            return None
-        tp = fast.tps.get(fast.partitions[partition_for_key(key, len(fast.partitions))])
-        if tp is None:
-            return None
-        if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
-        future = self._accumulator.try_append(tp, timestamp_ms, key, value, size)
-        if future is None:
-            return None
-        memory.used += size
-        if future.batch_closed:
-            self._batch_full(tp)
-        return future
-
     async def _enqueue(
         self,
         topic: str,
@@ -527,47 +446,144 @@ class Producer(AsyncClient):
         timestamp_ms: int | None,
     ) -> DeliveryFuture:
         """The general path of `enqueue` (serializers, interceptors, headers, waits)."""
+        record = self._intercept(topic, value, key, partition, headers, timestamp_ms)
+        topic, partition, timestamp_ms = record.topic, record.partition, record.timestamp_ms
+        header_list = _headers(record.headers)
+        if self._plain_serializers:
+            key_bytes, value_bytes = self._serialize_plain(record)
+        else:
+            key_bytes, value_bytes = await self._serialize(
+                topic, partition, record.key, record.value, header_list
+            )
+            self._check_open()
+        size = self._record_size(topic, key_bytes, value_bytes, header_list)
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        route = await self._partitions(topic)
+        tp = self._route(topic, key_bytes, partition, route)
+        memory = self._memory
+        if not memory.try_reserve(size):
+            assert self._driver is not None
+            if not self._sender.requests_in_flight:
+                # while we wait, every batch counts as ready (with requests in flight, the
+                # handling of their responses polls the sender anyway, as Java's producer)
+                self._driver.wakeup()
+            await memory.reserve(size, self.config.max_block_ms)
+            try:
+                self._check_open()
+            except KafkaError:
+                memory.release(size)
+                raise
+        return self._append(tp, timestamp_ms, key_bytes, value_bytes, header_list, size, route)
+
+    def _produce(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: HeadersArg,
+        timestamp_ms: int | None,
+    ) -> DeliveryFuture:
+        """The general path of `produce`: `_enqueue`, raising where that would wait."""
+        record = self._intercept(topic, value, key, partition, headers, timestamp_ms)
+        topic, partition, timestamp_ms = record.topic, record.partition, record.timestamp_ms
+        header_list = _headers(record.headers)
+        if self._plain_serializers:
+            key_bytes, value_bytes = self._serialize_plain(record)
+        else:
+            key_bytes, value_bytes = self._serialize_now(
+                topic, partition, record.key, record.value, header_list
+            )
+        size = self._record_size(topic, key_bytes, value_bytes, header_list)
+        if timestamp_ms is None:
+            timestamp_ms = _time_ns() // 1_000_000
+        route = self._partitions_now(topic)
+        if route is None:
+            raise WouldBlockError(
+                f"the partitions of topic {topic!r} are not known yet (the producer is "
+                "fetching them): await producer.enqueue(...) for this record, which waits "
+                "for them, or await producer.partitions_for(topic) first"
+            )
+        tp = self._route(topic, key_bytes, partition, route)
+        memory = self._memory
+        if not memory.try_reserve(size):
+            assert self._driver is not None
+            if not self._sender.requests_in_flight:
+                self._driver.wakeup()  # every batch counts as ready while the buffer is full
+            raise WouldBlockError(
+                f"buffer_memory is full ({memory.used} of {memory.limit} bytes in use, "
+                f"{'others wait for room' if memory.waiters else f'{size} more needed'}): "
+                "await producer.enqueue(...) for this record, which waits for room (the "
+                "network task sends while the application awaits)"
+            )
+        return self._append(tp, timestamp_ms, key_bytes, value_bytes, header_list, size, route)
+
+    def _intercept(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: HeadersArg,
+        timestamp_ms: int | None,
+    ) -> ProducerRecord:
+        """The record after the checks every record passes and the on_send interceptors."""
         self._check_open()
         txn = self._txn
         if txn is not None:
             txn.check_can_send()  # raises outside a transaction
-        if self._send_interceptors:
-            record = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
-            for interceptor in self._send_interceptors:
-                try:
-                    changed = interceptor.on_send(record)
-                except Exception:
-                    log.exception("interceptor %r failed in on_send", interceptor)
-                    continue
-                if isinstance(changed, ProducerRecord):
-                    record = changed
-            topic, value, key = record.topic, record.value, record.key
-            partition, headers, timestamp_ms = record.partition, record.headers, record.timestamp_ms
-        _check_record(topic, partition, timestamp_ms)
+        record = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+        for interceptor in self._send_interceptors:
+            try:
+                changed = interceptor.on_send(record)
+            except Exception:
+                log.exception("interceptor %r failed in on_send", interceptor)
+                continue
+            if isinstance(changed, ProducerRecord):
+                record = changed
+        _check_record(record.topic, record.partition, record.timestamp_ms)
+        return record
+
+    def _serialize_plain(self, record: ProducerRecord) -> tuple[bytes | None, bytes | None]:
         config = self.config
-        header_list = _headers(headers)
-        if self._plain_serializers:
-            key_bytes = _serialize(config.key_serializer, key, "key", topic, partition)
-            value_bytes = _serialize(config.value_serializer, value, "value", topic, partition)
-        else:
-            key_bytes, value_bytes = await self._serialize(
-                topic, partition, key, value, header_list
-            )
-            self._check_open()
-        size = BatchBuilder.estimate_size_in_bytes(key_bytes, value_bytes, header_list)
+        topic, partition = record.topic, record.partition
+        return (
+            _serialize(config.key_serializer, record.key, "key", topic, partition),
+            _serialize(config.value_serializer, record.value, "value", topic, partition),
+        )
+
+    def _record_size(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> int:
+        """The record's size estimate; RecordTooLargeError if it can never be sent."""
+        size = BatchBuilder.estimate_size_in_bytes(key, value, headers)
+        config = self.config
         if size > config.max_request_size or size > config.buffer_memory:
             raise RecordTooLargeError(
                 f"a record for {topic!r} is about {size} bytes serialized, more than "
                 f"max_request_size ({config.max_request_size}) or buffer_memory "
                 f"({config.buffer_memory}); send a smaller record or raise those limits"
             )
-        if timestamp_ms is None:
-            timestamp_ms = _time_ns() // 1_000_000
-        version, partitions, available = await self._partitions(topic)
-        partition_given = partition is not None
+        return size
+
+    def _route(
+        self,
+        topic: str,
+        key: bytes | None,
+        partition: int | None,
+        route: TopicRoute,
+    ) -> TopicPartition:
+        """The partition a record goes to (given, the custom partitioner's or the default
+        one's); a transactional producer adds it to the transaction."""
+        partitions, available = route.partitions, route.available
         if partition is None:
             if self._custom_partitioner is not None:
-                partition = self._custom_partitioner(key_bytes, partitions, available)
+                partition = self._custom_partitioner(key, partitions, available)
                 if (
                     not isinstance(partition, int)
                     or isinstance(partition, bool)
@@ -579,57 +595,44 @@ class Producer(AsyncClient):
                         f"partitions (0..{len(partitions) - 1}): it must return one of them"
                     )
             else:
-                partition = self._partitioner.partition(topic, key_bytes, partitions, available)
+                partition = self._appender.partitioner.partition(
+                    topic, key, partitions, available
+                )
         elif not 0 <= partition < len(partitions):
             raise KafkaConfigError(
                 f"partition {partition} of topic {topic!r} does not exist: the topic has "
                 f"{len(partitions)} partitions (0..{len(partitions) - 1})"
             )
         tp = TopicPartition(topic, partition)
+        txn = self._txn
         if txn is not None and txn.maybe_add_partition(tp):
             assert self._driver is not None
             self._driver.wakeup()  # AddPartitionsToTxn
-        memory = self._memory
-        if not memory.try_reserve(size):
-            assert self._driver is not None
-            if not self._sender.requests_in_flight:
-                # while we wait, every batch counts as ready (with requests in flight, the
-                # handling of their responses polls the sender anyway, as Java's producer)
-                self._driver.wakeup()
-            await memory.reserve(size, config.max_block_ms)
-            try:
-                self._check_open()
-            except KafkaError:
-                memory.release(size)
-                raise
-        result = self._accumulator.append(
+        return tp
+
+    def _append(
+        self,
+        tp: TopicPartition,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None,
+        size: int,
+        route: TopicRoute,
+    ) -> DeliveryFuture:
+        """Append a record of the general path whose memory is reserved (the appender keeps
+        the sticky partitioner's count and the open batches as for a plain record)."""
+        sticky = key is None and self._custom_partitioner is None
+        return self._appender.add(
             tp,
             timestamp_ms,
-            key_bytes,
-            value_bytes,
-            header_list,
-            None,
+            key,
+            value,
+            headers,
             size,
+            route if sticky else None,
+            self._fast_ok,
         )
-        if key_bytes is None and self._custom_partitioner is None:
-            partitioner = self._partitioner
-            partitioner.on_append(topic, None, partition, result.size, result.batch.limit)
-            sticky = partitioner.sticky_state(topic)
-            if sticky is not None and sticky.partition < 0:
-                # it had its share: pick the next partition now, from this metadata (as the
-                # Java client does, and as the fast path does in _switch_sticky)
-                partitioner.partition(topic, None, partitions, available)
-            if self._fast_ok and not partition_given:
-                self._open_fast_path(topic, partition, version, result.batch)
-        if result.new_batch and not self._sender.has_in_flight(tp):
-            # the network task must learn when its linger ends (not while a batch of the
-            # partition is in flight: this one cannot go before that one's response, whose
-            # handling polls the sender)
-            assert self._driver is not None
-            self._driver.wakeup()
-        if result.batch_full:
-            self._batch_full(result.batch.tp)
-        return result.future
 
     async def _serialize(
         self,
@@ -654,27 +657,32 @@ class Producer(AsyncClient):
                 out.append(await serde_serialize(codec, data, ctx))
         return out[0], out[1]
 
-    def _open_fast_path(
-        self, topic: str, partition: int, version: int, batch: ProducerBatch
-    ) -> None:
-        """After the slow path appended a keyless record to ``partition``: let the next
-        keyless records of ``topic`` go straight to that batch (see _OpenBatch)."""
-        sticky = self._partitioner.sticky_state(topic)
-        cluster = self._metadata.cluster
-        driver = self._driver
-        if (
-            not batch.closed
-            and sticky is not None
-            and sticky.partition == partition
-            and cluster.version == version
-            and self._shell.state is _RUNNING
-            and driver is not None
-            and driver.running
-            and driver.fatal_error is None
+    def _serialize_now(
+        self,
+        topic: str,
+        partition: int | None,
+        key: Any,
+        value: Any,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> tuple[bytes | None, bytes | None]:
+        """`_serialize` for `produce`: serializers that take a context, not async ones."""
+        config = self.config
+        out: list[bytes | None] = []
+        for codec, serializer, data, field in (
+            (self._key_codec, config.key_serializer, key, "key"),
+            (self._value_codec, config.value_serializer, value, "value"),
         ):
-            self._open_batches[topic] = _OpenBatch(cluster, batch, sticky)
-        else:
-            self._open_batches.pop(topic, None)
+            if codec is None:
+                out.append(_serialize(serializer, data, field, topic, partition))
+            elif codec.is_async:
+                raise KafkaConfigError(
+                    f"the {field}_serializer is async: produce() cannot await it; use "
+                    "await producer.enqueue(...) (or send) with it"
+                )
+            else:
+                ctx = SerializationContext(topic, field, partition, None, headers)
+                out.append(serialize_now(codec, data, ctx))
+        return out[0], out[1]
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is acknowledged or failed.
@@ -699,7 +707,7 @@ class Producer(AsyncClient):
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition indexes of ``topic`` (waits for its metadata up to max_block_ms)."""
         self._check_open()
-        return list((await self._partitions(topic))[1])
+        return list((await self._partitions(topic)).partitions)
 
     # -- metrics and health --------------------------------------------------------------
 
@@ -909,25 +917,37 @@ class Producer(AsyncClient):
                 f"the producer cannot produce: {self._idempotence.fatal_error}"
             ) from self._idempotence.fatal_error
 
-    async def _partitions(self, topic: str) -> tuple[int, list[int], list[int]]:
+    def _partitions_now(self, topic: str) -> TopicRoute | None:
+        """``topic``'s partitions as the current metadata knows them; None if it does not
+        (then the producer asks for them)."""
         metadata = self._metadata
+        routes = self._appender.routes  # dropped when the metadata changes
+        route = routes.get(topic)
+        if route is not None:
+            return route
         cluster = metadata.cluster
-        cached = self._topics.get(topic)
-        if cached is not None and cached[0] == cluster.version:
-            return cached
+        partitions = cluster.partitions_for(topic)
+        if partitions:
+            route = routes[topic] = TopicRoute(
+                topic, cluster.version, partitions, cluster.available_partitions_for(topic)
+            )
+            return route
         if topic not in metadata.topics:
             metadata.add_topics([topic])
             assert self._driver is not None
             self._driver.wakeup()
+        return None
+
+    async def _partitions(self, topic: str) -> TopicRoute:
+        entry = self._partitions_now(topic)
+        if entry is not None:
+            return entry
+        metadata = self._metadata
+        cluster = metadata.cluster
         deadline = anyio.current_time() + self.config.max_block_ms / 1000.0
         while True:
-            partitions = cluster.partitions_for(topic)
-            if partitions:
-                entry = (cluster.version, partitions, cluster.available_partitions_for(topic))
-                self._topics[topic] = entry
-                self._fast_topics[topic] = _FastTopic(
-                    entry[0], entry[1], entry[2], {p: TopicPartition(topic, p) for p in entry[1]}
-                )
+            entry = self._partitions_now(topic)
+            if entry is not None:
                 return entry
             error = metadata.topic_errors().get(topic)
             if error is not None:

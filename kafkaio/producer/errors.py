@@ -1,4 +1,5 @@
-"""Errors raised only by the producer: records too large to send, and a producer that closed.
+"""Errors raised only by the producer: records too large to send, a record ``produce`` cannot
+buffer without waiting, a producer that closed, transactional state errors.
 
 Both derive from kafkaio.errors.KafkaError, like every kafkaio error.
 """
@@ -14,6 +15,13 @@ class RecordTooLargeError(KafkaError):
     Raised before anything is sent: the record's serialized size exceeds max_request_size
     or buffer_memory. Send a smaller record or raise the limit.
     """
+
+
+class WouldBlockError(KafkaError, BufferError):
+    """``Producer.produce`` cannot buffer the record without waiting: ``buffer_memory`` is
+    full, or the topic's partitions are not known yet. Nothing was buffered; ``await
+    producer.enqueue(...)`` the record, which waits (at most max_block_ms). A BufferError,
+    as confluent-kafka's ``produce`` raises when its queue is full."""
 
 
 class ProducerClosedError(KafkaError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+from collections.abc import Callable
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import (
@@ -71,6 +72,8 @@ class IdempotenceManager:
         self.producer_id = -1
         self.epoch = -1
         self.fatal_error: BaseException | None = None
+        # called once the state turns FATAL (the producer drops its fast path then)
+        self.on_fatal: Callable[[], None] | None = None
         self._backoff = backoff
         self._attempts = 0
         self._next_attempt_ms = -math.inf
@@ -185,6 +188,8 @@ class IdempotenceManager:
     def _fatal(self, error: BaseException) -> None:
         self.state = IdState.FATAL
         self.fatal_error = error
+        if self.on_fatal is not None:
+            self.on_fatal()
         log.error("the producer cannot produce idempotently: %s", error)
 
     def request_bump(self, tp: TopicPartition, reason: str) -> None:

@@ -1,7 +1,8 @@
 """Encoding of RecordBatch v2: the per-partition batch builder used by the producer.
 
-Records are encoded into one growing buffer as they are appended; ``build`` compresses them,
-writes the 61-byte header and the CRC-32C.
+Each record is encoded as it is appended, into one bytes object (one allocation, no growing
+buffer); ``build`` joins them, compresses them, and writes the 61-byte header with the
+CRC-32C.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from typing import Final
 from crc32c import crc32c
 
 from kafkaio.errors import KafkaConfigError, KafkaError
-from kafkaio.records.batch import CODEC_MASK, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
+from kafkaio.records.batch import CODEC_MASK, HEADER_SIZE, LOG_OVERHEAD
 from kafkaio.records.compression import Compression, compress
 from kafkaio.records.varint import NONNEG_VARINTS, encode_varint
 
 __all__ = ["BatchBuilder"]
 
-_CRC = struct.Struct(">I")
-_CRC_OFFSET = 17
+# The batch header in two parts: up to the CRC (base offset, length, partition leader
+# epoch, magic, CRC), and what the CRC covers besides the records (attributes, last offset
+# delta, first and max timestamp, producer id and epoch, base sequence, record count).
+_HEAD = struct.Struct(">qiibI")
+_TAIL = struct.Struct(">hiqqqhii")
 _VARINTS_LIMIT: Final = len(NONNEG_VARINTS)
 # Upper bound of a record's fixed overhead: length(5) attributes(1) timestamp delta(10)
 # offset delta(5) key length(5) value length(5) header count(5).
@@ -54,8 +58,9 @@ class BatchBuilder:
     __slots__ = (
         "_attributes",
         "_batch_size",
-        "_buf",
-        "_compressed",
+        "_records",
+        "_size",
+        "_payload",
         "_count",
         "_first_timestamp",
         "_max_timestamp",
@@ -95,8 +100,9 @@ class BatchBuilder:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self._batch_size = batch_size
-        self._buf = bytearray(HEADER_SIZE)  # header is written by build()
-        self._compressed: bytes | None = None  # the compressed records of the last build()
+        self._records: list[bytes] = []  # each record encoded
+        self._size = HEADER_SIZE  # the batch's bytes so far, uncompressed, header included
+        self._payload: bytes | None = None  # the (compressed) records of the last build()
         self._count = 0
         self._first_timestamp = 0
         self._max_timestamp = 0
@@ -117,7 +123,7 @@ class BatchBuilder:
 
     def size_in_bytes(self) -> int:
         """Bytes the batch takes so far, uncompressed and including the header."""
-        return len(self._buf)
+        return self._size
 
     def append(
         self,
@@ -135,39 +141,43 @@ class BatchBuilder:
         else:
             ts = b"\x00"
         offset_delta = varints[count] if count < _VARINTS_LIMIT else encode_varint(count)
+        key_bytes = b""
         if key is None:
             key_length = b"\x01"
-            key = b""
         else:
-            n = len(key)
+            key_bytes = key
+            n = len(key_bytes)
             key_length = varints[n] if n < _VARINTS_LIMIT else encode_varint(n)
+        value_bytes = b""
         if value is None:
             value_length = b"\x01"
-            value = b""
         else:
-            n = len(value)
+            value_bytes = value
+            n = len(value_bytes)
             value_length = varints[n] if n < _VARINTS_LIMIT else encode_varint(n)
-        body = b"".join(
-            (
-                b"\x00",  # attributes
-                ts,
-                offset_delta,
-                key_length,
-                key,
-                value_length,
-                value,
-                _encode_headers(headers) if headers else b"\x00",
-            )
+        tail = _encode_headers(headers) if headers else b"\x00"
+        # attributes (1 byte) and the rest
+        n = (
+            1
+            + len(ts)
+            + len(offset_delta)
+            + len(key_length)
+            + len(key_bytes)
+            + len(value_length)
+            + len(value_bytes)
+            + len(tail)
         )
-        n = len(body)
         length = varints[n] if n < _VARINTS_LIMIT else encode_varint(n)
         size = len(length) + n
-        buf = self._buf
-        if count and len(buf) + size > self._batch_size:
+        if count and self._size + size > self._batch_size:
             return None
-        buf += length
-        buf += body
-        self._compressed = None
+        # one allocation and one copy of each part (mypyc compiles this to a bytes builder)
+        self._records.append(
+            b"%b\x00%b%b%b%b%b%b%b"
+            % (length, ts, offset_delta, key_length, key_bytes, value_length, value_bytes, tail)
+        )
+        self._size += size
+        self._payload = None
         if count:
             if timestamp_ms > self._max_timestamp:
                 self._max_timestamp = timestamp_ms
@@ -195,30 +205,20 @@ class BatchBuilder:
     def build(self, base_offset: int = 0) -> bytes:
         """Encode the batch: header, (compressed) records and CRC-32C.
 
-        The compressed records are kept until the next ``append``: building again (e.g. with
-        new producer state) only rewrites the header and the CRC.
+        The (compressed) records are kept until the next ``append``: building again (e.g.
+        with new producer state) only makes the header and the CRC anew.
         """
         count = self._count
         if not count:
             raise KafkaError("cannot build an empty record batch: append a record first")
-        if self._attributes & CODEC_MASK:
-            payload = self._compressed
-            if payload is None:
-                with memoryview(self._buf) as view:
-                    payload = compress(self._attributes & CODEC_MASK, view[HEADER_SIZE:])
-                self._compressed = payload
-            out = bytearray(HEADER_SIZE)
-            out += payload
-        else:
-            out = self._buf
-        HEADER.pack_into(
-            out,
-            0,
-            base_offset,
-            len(out) - LOG_OVERHEAD,
-            -1,  # partition leader epoch: set by the broker
-            2,
-            0,  # CRC, written below
+        payload = self._payload
+        if payload is None:
+            payload = b"".join(self._records)
+            codec = self._attributes & CODEC_MASK
+            if codec:
+                payload = compress(codec, payload)
+            self._payload = payload
+        tail = _TAIL.pack(
             self._attributes,
             count - 1,
             self._first_timestamp,
@@ -228,6 +228,11 @@ class BatchBuilder:
             self.base_sequence,
             count,
         )
-        with memoryview(out) as view:
-            _CRC.pack_into(out, _CRC_OFFSET, crc32c(view[CRC_START:]))
-        return bytes(out)
+        head = _HEAD.pack(
+            base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            -1,  # partition leader epoch: set by the broker
+            2,
+            crc32c(payload, crc32c(tail)),
+        )
+        return b"%b%b%b" % (head, tail, payload)

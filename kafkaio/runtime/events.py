@@ -76,28 +76,33 @@ class ApplicationEventQueue:
 
 class BackgroundEventQueue:
     """What the network task hands the application: errors to raise from getmany()/__anext__,
-    and (with the group managers) callbacks to run on the application side."""
+    and (with the group managers) callbacks to run on the application side.
+
+    ``events`` is the queue itself (one deque for the queue's life): the consumer's
+    iteration fast path tests it directly, saving a ``__len__`` call per record."""
+
+    __slots__ = ("events", "on_put")
 
     def __init__(self) -> None:
-        self._events: deque[BaseException | Callable[[], Any]] = deque()
+        self.events: deque[BaseException | Callable[[], Any]] = deque()
         self.on_put: Callable[[], None] = lambda: None
 
     def put_error(self, error: BaseException) -> None:
-        self._events.append(error)
+        self.events.append(error)
         self.on_put()
 
     def put_callback(self, callback: Callable[[], Any]) -> None:
         """A plain or async callable the application side runs (e.g. rebalance listeners)."""
-        self._events.append(callback)
+        self.events.append(callback)
         self.on_put()
 
     def drain(self) -> list[BaseException | Callable[[], Any]]:
-        events = list(self._events)
-        self._events.clear()
+        events = list(self.events)
+        self.events.clear()
         return events
 
     def __len__(self) -> int:
-        return len(self._events)
+        return len(self.events)
 
 
 def earliest_deadline(events: Any) -> float:

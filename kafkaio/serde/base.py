@@ -172,6 +172,18 @@ async def serialize(codec: FieldCodec, data: Any, ctx: SerializationContext) -> 
     return to_bytes(out, ctx.field, ctx.topic, True)
 
 
+def serialize_now(codec: FieldCodec, data: Any, ctx: SerializationContext) -> bytes | None:
+    """`serialize` for a serializer that is not async (``Producer.produce`` cannot await):
+    one that returns an awaitable raises SerializationError."""
+    if data is None:
+        return None
+    try:
+        out = codec.call(data, ctx)
+    except Exception as exc:
+        raise located(exc, ctx, "serializer") from exc
+    return to_bytes(out, ctx.field, ctx.topic, True)
+
+
 async def deserialize(codec: FieldCodec, data: bytes | None, ctx: SerializationContext) -> Any:
     """Run one deserializer of any shape (exceptions propagate: the consumer wraps them)."""
     out = codec.call(data, ctx)

@@ -34,7 +34,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
@@ -63,7 +63,22 @@ _CLASSPATH_MAIN = "kafka.Kafka"
 _STORAGE_TOOL = "kafka.tools.StorageTool"
 _REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 _ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's validator of unsecured JWS tokens ({"alg": "none"}; the principal is "sub"): for
+# tests only, as Kafka's documentation says.
+_UNSECURED_VALIDATOR = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredValidatorCallbackHandler"
+)
+#: The SASL_PLAINTEXT listener whose sessions end after ``sasl_session_ms`` (KIP-368).
+REAUTH_LISTENER = "REAUTH"
+_PROTOCOLS = {
+    "PLAINTEXT": "PLAINTEXT",
+    "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+    REAUTH_LISTENER: "SASL_PLAINTEXT",
+    "SSL": "SSL",
+}
 _JVM_OPTIONS = (
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
@@ -360,13 +375,18 @@ class KafkaNode:
     port: int
     controller_port: int
     directory: Path
-    sasl_port: int | None = None
+    listener_ports: dict[str, int] = field(default_factory=dict)  # beside PLAINTEXT's
     process: subprocess.Popen[bytes] | None = None
     paused: bool = False
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_port(self) -> int | None:
+        """The SASL_PLAINTEXT listener's port (None without ``sasl_users``)."""
+        return self.listener_ports.get("SASL_PLAINTEXT")
 
     @property
     def log_path(self) -> Path:
@@ -448,8 +468,14 @@ class ApacheKafka(StartStop):
     Clients connect to the PLAINTEXT listener (``bootstrap``) as the super user
     ``User:ANONYMOUS``. With ``sasl_users`` ({name: password}), a SASL_PLAINTEXT listener
     (``bootstrap_for("SASL_PLAINTEXT")``) also accepts those users with PLAIN, SCRAM-SHA-256
-    and SCRAM-SHA-512; they are ordinary users, subject to ACLs (the standard authorizer
-    runs, and allows what no ACL mentions).
+    and SCRAM-SHA-512, and any principal with OAUTHBEARER and an unsecured JWS token (Kafka's
+    unsecured validator: ``kafkaio.testing.security.unsecured_jwt`` makes one); they are ordinary
+    users, subject to ACLs (the standard authorizer runs, and allows what no ACL mentions).
+    With ``sasl_session_ms`` too, a second such listener, ``REAUTH``, ends every SASL session
+    after that many milliseconds (``connections.max.reauth.ms``): clients must re-authenticate
+    (KIP-368) or the broker closes their connection at its next request. With
+    ``tls_keystore`` (a PEM file holding the private key and certificate chain, e.g.
+    ``kafkaio.testing.security.make_certificates(...).keystore``), an SSL listener serves TLS.
     """
 
     def __init__(
@@ -463,9 +489,18 @@ class ApacheKafka(StartStop):
         start_timeout: float = 120.0,
         keep_directory: bool = False,
         sasl_users: Mapping[str, str] | None = None,
+        sasl_session_ms: int | None = None,
+        tls_keystore: Path | str | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, not {brokers}")
+        if sasl_session_ms is not None and (not sasl_users or sasl_session_ms < 1000):
+            raise ValueError(
+                "sasl_session_ms needs sasl_users and must be at least 1000 (Kafka lets a "
+                f"connection re-authenticate at most once a second), not {sasl_session_ms}"
+            )
+        self.sasl_session_ms = sasl_session_ms
+        self.tls_keystore = Path(tls_keystore) if tls_keystore is not None else None
         self.sasl_users = dict(sasl_users or {})
         for name, password in self.sasl_users.items():
             if not re.fullmatch(r"[A-Za-z0-9._-]+", name + password):
@@ -501,16 +536,32 @@ class ApacheKafka(StartStop):
             raise KafkaConnectionError("ApacheKafka has no ports yet; call start() first")
         return ",".join(node.bootstrap for node in self.nodes.values())
 
+    @property
+    def listeners(self) -> list[str]:
+        """The client listeners: PLAINTEXT, then SASL_PLAINTEXT and REAUTH (``sasl_users``,
+        ``sasl_session_ms``) and SSL (``tls_keystore``) as configured."""
+        names = ["PLAINTEXT"]
+        if self.sasl_users:
+            names.append("SASL_PLAINTEXT")
+            if self.sasl_session_ms is not None:
+                names.append(REAUTH_LISTENER)
+        if self.tls_keystore is not None:
+            names.append("SSL")
+        return names
+
     def bootstrap_for(self, listener: str = "PLAINTEXT") -> str:
-        """The bootstrap list of a listener: "PLAINTEXT", or "SASL_PLAINTEXT" (sasl_users)."""
+        """The bootstrap list of a listener (one of ``listeners``)."""
+        if listener not in self.listeners:
+            raise ValueError(
+                f"no {listener} listener; this cluster has {', '.join(self.listeners)}"
+            )
         if listener == "PLAINTEXT":
             return self.bootstrap
-        if listener != "SASL_PLAINTEXT" or not self.sasl_users:
-            known = "PLAINTEXT, SASL_PLAINTEXT" if self.sasl_users else "PLAINTEXT"
-            raise ValueError(f"no {listener} listener; this cluster has {known}")
         if not self.nodes:
             raise KafkaConnectionError("ApacheKafka has no ports yet; call start() first")
-        return ",".join(f"127.0.0.1:{node.sasl_port}" for node in self.nodes.values())
+        return ",".join(
+            f"127.0.0.1:{node.listener_ports[listener]}" for node in self.nodes.values()
+        )
 
     @property
     def libs(self) -> Path:
@@ -825,13 +876,11 @@ class ApacheKafka(StartStop):
             directory = self.directory / f"broker{node_id}"
             shutil.rmtree(directory / "data", ignore_errors=True)
             directory.mkdir(parents=True, exist_ok=True)
-            sasl_port = port() if self.sasl_users else None
-            self.nodes[node_id] = KafkaNode(node_id, port(), port(), directory, sasl_port)
+            extra = {name: port() for name in self.listeners[1:]}
+            self.nodes[node_id] = KafkaNode(node_id, port(), port(), directory, extra)
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
         for node in self.nodes.values():
-            listeners = {"PLAINTEXT": node.port}
-            if node.sasl_port is not None:
-                listeners["SASL_PLAINTEXT"] = node.sasl_port
+            listeners = {"PLAINTEXT": node.port} | node.listener_ports
             advertised = ",".join(f"{name}://127.0.0.1:{p}" for name, p in listeners.items())
             settings = {
                 "process.roles": "broker,controller",
@@ -841,28 +890,51 @@ class ApacheKafka(StartStop):
                 "advertised.listeners": advertised,
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": ",".join(
-                    [*(f"{name}:{name}" for name in listeners), "CONTROLLER:PLAINTEXT"]
+                    [*(f"{name}:{_PROTOCOLS[name]}" for name in listeners), "CONTROLLER:PLAINTEXT"]
                 ),
                 "inter.broker.listener.name": "PLAINTEXT",
                 "log.dirs": str(node.data_dir),
             }
-            settings |= self._sasl_config() | self.config
+            settings |= self._sasl_config() | self._tls_config() | self.config
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
             (node.directory / "log4j2.properties").write_text(_LOG4J2.format(log=node.log_path))
 
     def _sasl_config(self) -> dict[str, str]:
         if not self.sasl_users:
             return {}
-        prefix = "listener.name.sasl_plaintext."
         plain_users = " ".join(f'user_{n}="{p}"' for n, p in self.sasl_users.items())
         scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        oauth = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="broker";'
+        )
+        settings = {"sasl.enabled.mechanisms": ",".join(_SASL_MECHANISMS)}
+        for listener in ("SASL_PLAINTEXT", REAUTH_LISTENER):
+            if listener not in self.listeners:
+                continue
+            prefix = f"listener.name.{listener.lower()}."
+            settings |= {
+                f"{prefix}plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f"{plain_users};"
+                ),
+                f"{prefix}scram-sha-256.sasl.jaas.config": scram,
+                f"{prefix}scram-sha-512.sasl.jaas.config": scram,
+                f"{prefix}oauthbearer.sasl.jaas.config": oauth,
+                f"{prefix}oauthbearer.sasl.server.callback.handler.class": _UNSECURED_VALIDATOR,
+            }
+        if self.sasl_session_ms is not None:
+            reauth = f"listener.name.{REAUTH_LISTENER.lower()}.connections.max.reauth.ms"
+            settings[reauth] = str(self.sasl_session_ms)
+        return settings
+
+    def _tls_config(self) -> dict[str, str]:
+        if self.tls_keystore is None:
+            return {}
         return {
-            "sasl.enabled.mechanisms": ",".join(_SASL_MECHANISMS),
-            f"{prefix}plain.sasl.jaas.config": (
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
-            ),
-            f"{prefix}scram-sha-256.sasl.jaas.config": scram,
-            f"{prefix}scram-sha-512.sasl.jaas.config": scram,
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.location": str(self.tls_keystore),
+            "listener.name.ssl.ssl.client.auth": "none",
         }
 
     def _java(self, heap_mb: int, *args: str) -> list[str]:
@@ -887,7 +959,7 @@ class ApacheKafka(StartStop):
                 *(
                     argument
                     for name, password in self.sasl_users.items()
-                    for mechanism in _SASL_MECHANISMS[1:]
+                    for mechanism in _SCRAM_MECHANISMS
                     for argument in (
                         "--add-scram",
                         f"{mechanism}=[name={name},password={password}]",

@@ -36,6 +36,7 @@ API_FEATURES: dict[str, tuple[int, ...]] = {
     "describe_configs": (32,),
     "alter_configs": (44,),  # IncrementalAlterConfigs
     "create_partitions": (37,),
+    "describe_log_dirs": (35,),
     "sasl": (17, 36),  # advertised only; the fixtures configure no credentials
     "describe_cluster": (60,),
     "consumer_group_heartbeat": (68,),  # KIP-848
@@ -49,6 +50,10 @@ SETUP_FEATURES: dict[str, str] = {
     "fault_injection": "librdkafka mock-cluster fault injection (BrokerInfo.cluster)",
     "multi_broker": "more than one broker, so leaders can move between brokers",
     "exact_end_offsets": "ListOffsets latest equals last acked offset + 1 (Tansu 0.6 can be lower)",
+    "aborted_transactions": (
+        "Fetch lists aborted transactions, so read_committed readers skip aborted records "
+        "(Tansu 0.6 lists none)"
+    ),
 }
 
 FEATURES: frozenset[str] = frozenset(API_FEATURES) | frozenset(SETUP_FEATURES)
@@ -74,6 +79,7 @@ _API_NAMES = {
     26: "EndTxn",
     28: "TxnOffsetCommit",
     32: "DescribeConfigs",
+    35: "DescribeLogDirs",
     36: "SaslAuthenticate",
     37: "CreatePartitions",
     42: "DeleteGroups",

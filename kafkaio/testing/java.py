@@ -6,7 +6,9 @@ the jars) and runs it: ``produce`` writes records (plain, idempotent or transact
 with aborts, any codec) and returns what the Java producer reported; ``consumer`` starts
 a Java consumer (group member under the classic or the consumer protocol, or assigned)
 or share consumer in a subprocess whose records and rebalance events a test reads while
-kafkaio clients run beside it. Records carry their bytes, so tests compare what each
+kafkaio clients run beside it; ``read_log`` reads a topic at both isolation levels, so
+tests judge what a transactional writer committed, aborted or left open by Java's reader
+rather than kafkaio's. Records carry their bytes, so tests compare what each
 client wrote and read exactly.
 
 Every process started here is stopped by ``JavaProcess.stop`` (or killed at exit).
@@ -208,6 +210,38 @@ class JavaProcess:
     ) -> None:
         if self.process.poll() is None:
             self.stop(10.0)
+
+
+@dataclass(frozen=True, slots=True)
+class JavaLog:
+    """A topic as Java's consumer reads it (``JavaClients.read_log``): every record
+    (read_uncommitted, up to the high watermark) and the committed ones (read_committed, up
+    to the last stable offset), with both end offsets per partition."""
+
+    records: tuple[JavaRecord, ...]
+    committed: tuple[JavaRecord, ...]
+    high_watermarks: dict[int, int]
+    stable_offsets: dict[int, int]
+
+    @property
+    def aborted(self) -> list[JavaRecord]:
+        """Records below the last stable offset that read_committed does not return."""
+        kept = {(r.partition, r.offset) for r in self.committed}
+        return [
+            r
+            for r in self.records
+            if (r.partition, r.offset) not in kept and r.offset < self.stable_offsets[r.partition]
+        ]
+
+    @property
+    def open_records(self) -> list[JavaRecord]:
+        """Records at or above the last stable offset: in transactions still open."""
+        return [r for r in self.records if r.offset >= self.stable_offsets[r.partition]]
+
+    def values(self, records: Iterable[JavaRecord] | None = None) -> list[bytes | None]:
+        """The values of ``records`` (the committed ones by default), in log order."""
+        chosen = self.committed if records is None else records
+        return [r.value for r in sorted(chosen, key=lambda r: (r.partition, r.offset))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +450,29 @@ class JavaClients:
         for key, value in (props or {}).items():
             args += ["--prop", f"{key}={value}"]
         return self.start("share-consume", args, name=name or f"share-consumer({group})")
+
+    def read_log(self, bootstrap: str, topic: str, *, timeout: float = 120.0) -> JavaLog:
+        """``topic`` read by Java's consumer at both isolation levels up to the end offsets
+        it sees when it starts (so call it once the writes are done): see JavaLog."""
+        args = [
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--timeout-ms",
+            str(int(timeout * 1000)),
+        ]
+        with self.start("log", args, name=f"log({topic})") as process:
+            process.wait(timeout + 30)
+        ends: dict[str, dict[int, int]] = {"read_uncommitted": {}, "read_committed": {}}
+        for event in process.snapshot("end"):
+            ends[event["isolation"]][event["p"]] = event["o"]
+        return JavaLog(
+            records=tuple(_record(e) for e in process.snapshot("record")),
+            committed=tuple(_record(e) for e in process.snapshot("committed")),
+            high_watermarks=ends["read_uncommitted"],
+            stable_offsets=ends["read_committed"],
+        )
 
     def read_all(
         self,

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 BROKER_NAMES = ("tansu", "mock", "kafka", "external")
 # The user Apache Kafka's SASL_PLAINTEXT listener accepts (PLAIN, SCRAM-SHA-256/512).
 SASL_USERS = {"alice": "alice-secret"}
+# How long a SASL session lasts on the single Apache Kafka node's REAUTH listener (KIP-368).
+SASL_SESSION_MS = 5000
 _TOPIC_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 
@@ -140,7 +142,10 @@ def isolated_mock_cluster() -> Iterator[BrokerInfo]:
         _stop_mock(info)
 
 
-def _start_apache(brokers: int, tmp_path_factory: pytest.TempPathFactory) -> BrokerInfo:
+def _start_apache(
+    brokers: int, tmp_path_factory: pytest.TempPathFactory, *, secured: bool = False
+) -> BrokerInfo:
+    from kafkaio.testing import security
     from kafkaio.testing.apache import ApacheKafka, unavailable_reason
 
     reason = unavailable_reason()
@@ -148,8 +153,17 @@ def _start_apache(brokers: int, tmp_path_factory: pytest.TempPathFactory) -> Bro
         pytest.skip(f"Apache Kafka unavailable: {reason}")
     name = "apache-kafka" if brokers == 1 else f"apache-kafka-{brokers}-brokers"
     directory = tmp_path_factory.mktemp(name)
-    cluster = ApacheKafka(brokers, directory=directory, sasl_users=SASL_USERS).start()
-    extra = {"exact_end_offsets"}
+    keystore = None
+    if secured and security.unavailable_reason() is None:
+        keystore = security.make_certificates(directory / "tls").keystore
+    cluster = ApacheKafka(
+        brokers,
+        directory=directory,
+        sasl_users=SASL_USERS,
+        sasl_session_ms=SASL_SESSION_MS if secured else None,
+        tls_keystore=keystore,
+    ).start()
+    extra = {"exact_end_offsets", "aborted_transactions"}
     if brokers > 1:
         extra.add("multi_broker")
     return BrokerInfo(
@@ -171,10 +185,14 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerInf
     """Apache Kafka (the Maven-fetched broker, KRaft, one node) shared by the session.
 
     ``.apache`` is its ApacheKafka handle; ``.apache.bootstrap_for("SASL_PLAINTEXT")`` is a
-    listener where the users of ``SASL_USERS`` log in. Skipped with the reason when Java
-    17+ is missing, or Maven is missing and the jars are not cached.
+    listener where the users of ``SASL_USERS`` log in (PLAIN, SCRAM) and any principal with
+    an unsecured OAUTHBEARER token; ``bootstrap_for("REAUTH")`` the same with sessions of
+    ``SASL_SESSION_MS``; ``bootstrap_for("SSL")`` a TLS listener whose certificate the CA
+    in ``<its directory>/tls/ca.pem`` signed (when the cryptography package is here; see
+    kafkaio.testing.security). Skipped with the reason when Java 17+ is missing, or Maven
+    is missing and the jars are not cached.
     """
-    info = _start_apache(1, tmp_path_factory)
+    info = _start_apache(1, tmp_path_factory, secured=True)
     try:
         yield info
     finally:
@@ -229,7 +247,7 @@ def external_broker() -> BrokerInfo:
     return BrokerInfo(
         name="external",
         bootstrap=bootstrap,
-        features=features_from_api_versions(versions) | {"exact_end_offsets"},
+        features=features_from_api_versions(versions) | {"exact_end_offsets", "aborted_transactions"},
         api_versions=versions,
     )
 

@@ -49,7 +49,7 @@ def test_every_client_of_the_api_is_a_rebalance_member() -> None:
 
 @pytest.mark.integration
 def test_one_produce_cell_measures_every_client_in_its_own_process() -> None:
-    case = bench_produce.Case(100, "none", "1", 2000, 1)
+    case = bench_produce.Case(100, "none", "1", 2000, 1, enqueue_row=True)
     rows = bench_produce.suite([case])
     expected = clients.available(bench_produce.CLIENTS)
     assert [r.client for r in rows] == list(expected)
@@ -74,8 +74,8 @@ def test_ceiling_plan_fills_batches_by_uncompressed_bytes(
     plan = ceiling.plan(spec)
     batch = next(iter(iter_batches(plan.full_batch)))
     values = [r.value for r in batch]
-    assert len(values) == plan.per_batch and len(set(values)) == 1
-    assert len(values[0] or b"") == size
+    assert len(values) == plan.per_batch and len(set(values)) == min(plan.per_batch, 1024)
+    assert {len(v or b"") for v in values} == {size}
     assert batch.producer_id == -1  # plain batches: the broker checks no sequence
     # full by uncompressed bytes: a 61-byte header and 7-12 bytes of overhead per record
     # (varints), and one more record would not fit, however small the batch compresses to
@@ -111,6 +111,41 @@ def test_the_mock_cluster_broker_runs_a_consume_cell_on_what_it_kept() -> None:
     rows = bench_consume.suite(2000, {"none": 1}, MOCK)
     kafkaio = next(r for r in rows if r.client == clients.KAFKAIO)
     assert kafkaio.metrics["msg_per_s"] > 0
+
+
+def test_consume_figures_are_the_steady_state_with_start_up_and_close_apart() -> None:
+    from benchmarks.isolate import Phases
+
+    phases = Phases()
+    # created at 0 s, first record at 2 s, the 1,001st (last) at 3 s, closed at 3.5 s
+    phases.marks = {
+        "created": (100.0, 10.0),
+        "first": (102.0, 10.5),
+        "last": (103.0, 11.0),
+        "closed": (103.5, 11.2),
+    }
+    metrics = phases.metrics(1001, 100)
+    assert metrics["msg_per_s"] == pytest.approx(1000.0)  # 1,000 records after the first, 1 s
+    assert metrics["cpu_us_per_msg"] == pytest.approx(500.0)  # 0.5 s of CPU for them
+    assert metrics["startup_s"] == pytest.approx(2.0)
+    assert metrics["close_s"] == pytest.approx(0.5)
+    assert metrics["whole_msg_per_s"] == pytest.approx(1001 / 3.5)
+    phases.marks.pop("last")
+    with pytest.raises(RuntimeError, match="never marked 'last'"):
+        phases.metrics(1001, 100)
+
+
+@pytest.mark.integration
+def test_every_consumer_reports_its_start_up_and_close_apart() -> None:
+    from benchmarks import bench_consume
+
+    rows = bench_consume.suite(20_000, {"none": 1})
+    assert {r.client for r in rows} == set(clients.available(bench_consume.CLIENTS))
+    for row in rows:
+        m = row.metrics
+        assert m["startup_s"] > 0 and m["close_s"] >= 0, row.client
+        # the whole run includes start-up and close, so it is slower than the steady state
+        assert m["whole_msg_per_s"] < m["msg_per_s"], row.client
 
 
 def test_without_a_consumer_a_latency_run_is_ready_at_the_first_ack_done_at_the_last() -> None:
@@ -191,3 +226,33 @@ def test_the_broker_gets_a_core_of_its_own_and_the_clients_the_others() -> None:
     child = run_isolated(_own_cores, cpus=clients_cores)
     assert {key for key in child if key.startswith("core_")} == {f"core_{c}" for c in cores[:-1]}
     assert pin_broker(None) is None  # an external cluster: nothing to pin
+
+
+@pytest.mark.integration
+def test_group_mode_reads_every_record_as_the_only_member_of_a_new_group() -> None:
+    from benchmarks import bench_consume
+
+    only = (clients.KAFKAIO, clients.CONFLUENT)
+    rows = bench_consume.suite(5000, {"none": 1}, modes=("group",), only=only)
+    assert {(r.case, r.client) for r in rows} == {("100 B, none, group", c) for c in only}
+    assert all(r.metrics["msg_per_s"] > 0 for r in rows)
+
+
+def test_the_java_row_is_measured_on_apache_kafka_only() -> None:
+    from benchmarks.report import NOTES
+
+    assert clients.available((clients.JAVA,), None) == ()
+    assert any("measured on Apache Kafka" in text for text in NOTES)
+
+
+def test_scale_records_cycle_through_every_topic_and_key() -> None:
+    from benchmarks import bench_scale
+
+    targets = bench_scale._targets(["a", "b", "c"], keyed=True)
+    # every (topic, key) pair once per cycle: 3 topics x 1,024 keys, gcd 1
+    assert len(targets) == 3 * bench_scale.KEYS == len(set(targets))
+    assert bench_scale._targets(["a", "b"], keyed=False) == [("a", None), ("b", None)]
+    sizes = bench_scale.points("sizes", 200_000)
+    # about 100 MB per point, at most N records, at least 100
+    assert [p.records for p in sizes] == [200_000, 200_000, 100_000, 10_000, 1_000, 100]
+    assert all(p.keyed and p.consume for p in bench_scale.points("partitions", 10))

@@ -221,6 +221,128 @@ async def test_a_group_keeps_consuming_when_its_coordinator_dies(
     assert {name for name, *_ in consumed} == {"m1", "m2"}
 
 
+# -- members join and leave while a broker is down and records keep coming ---------------
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_members_come_and_go_while_a_broker_is_down_and_records_keep_coming(
+    kafka_cluster: BrokerInfo, unique_topic: str, protocol: str
+) -> None:
+    """A group rebalances twice while a partition leader (not the coordinator) is dead and
+    records keep being produced: a second member subscribes, then the first leaves and a
+    third subscribes; then the broker comes back. Every acknowledged record is consumed (at
+    least once) and the offsets the members commit end at each partition's end."""
+    cluster = _cluster(kafka_cluster)
+    partitions = 6
+    await kafka_cluster.create_topic(unique_topic, partitions=partitions, replication_factor=3)
+    group = f"churn-{unique_topic}"
+    consumed: list[tuple[str, int, int]] = []
+    assigned: dict[str, int] = {}
+    stops = {name: anyio.Event() for name in ("m1", "m2", "m3")}
+    churned = anyio.Event()
+    acked: list[tuple[int, int]] = []
+    produced = [0]
+    note: dict[str, float] = {}
+
+    async def member(name: str) -> None:
+        async with Consumer(
+            bootstrap_servers=kafka_cluster.bootstrap,
+            group_id=group,
+            group_protocol=protocol,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10_000,
+            request_timeout_ms=5000,
+        ) as consumer:
+            consumer.subscribe([unique_topic])
+            while not stops[name].is_set():
+                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                    consumed.extend((name, tp.partition, r.offset) for r in records)
+                assigned[name] = len(consumer.assignment())
+        assigned.pop(name, None)  # closed: it committed and left the group
+
+    async def produce() -> None:
+        """200 records every 0.1 s until the members are done coming and going."""
+        async with Producer(
+            kafka_cluster.bootstrap, acks="all", linger_ms=5, request_timeout_ms=5000
+        ) as producer:
+            futures = []
+            while not churned.is_set() and len(futures) < 200_000:
+                for _ in range(200):
+                    i = len(futures)
+                    futures.append(await producer.enqueue(unique_topic, b"%d" % i, key=b"k%d" % i))
+                produced[0] = len(futures)
+                await anyio.sleep(0.1)
+            await producer.flush()
+            acked.extend((md.partition, md.offset) for md in [f.result() for f in futures])
+
+    def owners() -> int:
+        return sum(assigned.values())
+
+    async def settle(members: set[str], label: str) -> None:
+        """Wait until exactly `members` share every partition, each some."""
+        with anyio.fail_after(60):
+            while set(assigned) != members or owners() != partitions or not all(assigned.values()):
+                await anyio.sleep(0.05)
+        note[f"{label}_s"] = time.monotonic() - note["killed_at"]
+        note[f"{label}_produced"] = produced[0]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(member, "m1")
+        with anyio.fail_after(60):
+            while owners() < partitions:
+                await anyio.sleep(0.1)
+        tg.start_soon(produce)
+        coordinator = await find_coordinator(cluster, group, GROUP_KEY)
+        victim = next(
+            b
+            for b in (cluster.leader(unique_topic, p) for p in range(partitions))
+            if b != coordinator
+        )
+        with anyio.fail_after(60):
+            while produced[0] < 5000:
+                await anyio.sleep(0.05)
+        await anyio.to_thread.run_sync(cluster.kill, victim)
+        note["killed_at"] = time.monotonic()
+        note["kill_produced"] = produced[0]
+        tg.start_soon(member, "m2")  # joins while the broker is down
+        await settle({"m1", "m2"}, "m2")
+        stops["m1"].set()  # leaves
+        tg.start_soon(member, "m3")  # joins
+        await settle({"m2", "m3"}, "m3")
+        churned.set()
+        await anyio.to_thread.run_sync(cluster.start_broker, victim)
+        note["down_s"] = time.monotonic() - note["killed_at"]
+        with anyio.fail_after(120):
+            while not acked or len({(p, o) for _, p, o in consumed}) < len(acked):
+                await anyio.sleep(0.05)
+        note["all_consumed_s"] = time.monotonic() - note["killed_at"]
+        stops["m2"].set()
+        stops["m3"].set()
+    ends = Counter(p for p, _ in acked)
+    async with Admin(kafka_cluster.bootstrap) as admin:
+        committed = await admin.list_group_offsets(group)
+    counts = Counter((p, o) for _, p, o in consumed)
+    redelivered = sum(n - 1 for n in counts.values())
+    by_member = Counter(name for name, *_ in consumed)
+    print(
+        f"FIGURES group-churn-broker-kill ({protocol}): {len(acked)} records; broker "
+        f"{victim} (a leader, not coordinator {coordinator}) killed at "
+        f"{note['kill_produced']:.0f} produced; m2 joined (assigned {note['m2_s']:.1f} s "
+        f"after the kill, {note['m2_produced']:.0f} produced), m1 left and m3 joined "
+        f"(settled at {note['m3_s']:.1f} s, {note['m3_produced']:.0f} produced); broker back "
+        f"{note['down_s']:.1f} s after the kill; every record consumed "
+        f"{note['all_consumed_s']:.1f} s after the kill; per member "
+        f"{dict(sorted(by_member.items()))}; redelivered {redelivered} (at-least-once)"
+    )
+    # records kept coming while each rebalance ran
+    assert note["kill_produced"] < note["m2_produced"] < note["m3_produced"] <= len(acked)
+    assert set(counts) == set(acked)  # every acknowledged record, nothing else
+    assert set(by_member) == {"m1", "m2", "m3"}
+    assert {tp.partition: c.offset for tp, c in committed.items()} == {
+        p: max(o for q, o in acked if q == p) + 1 for p in ends
+    }
+
+
 # -- consume-transform-produce, transaction coordinator killed -----------------------------
 
 

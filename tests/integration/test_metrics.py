@@ -5,6 +5,7 @@ rebalances and commits are timed; logging is one line per state change, not per 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import anyio
@@ -80,7 +81,6 @@ async def test_consumer_counts_lag_and_connections(
             await _consume(consumer, wanted)
             m = consumer.metrics()
             assert m["records-consumed-total"] == sum(wanted.values())
-            assert m["bytes-consumed-total"] >= 0
             assert m["fetch-total"] >= 1 and m["fetch-latency-max"] >= m["fetch-latency-avg"] > 0
             assert m["assigned-partitions"] == PARTITIONS
             assert 0 <= m["last-poll-seconds-ago"] < 30
@@ -102,6 +102,36 @@ async def test_consumer_counts_lag_and_connections(
     assert after["connection-count"] == 0
     assert after["connection-close-total"] == after["connection-creation-total"]
     assert not consumer.health().running
+
+
+async def test_bytes_consumed_is_the_size_of_the_log_read(
+    kafka_broker: BrokerInfo, unique_topic: str
+) -> None:
+    """A consumer that read a partition to its end handed out the bytes of every record
+    batch in it: what the broker's DescribeLogDirs says the partition's log holds."""
+    kafka_broker.skip_unless("describe_log_dirs")
+    from kafkaio.admin import Admin
+
+    await kafka_broker.create_topic(unique_topic, 1)
+    await _produce(kafka_broker, unique_topic, 300, partitions=1)
+    tp = TopicPartition(unique_topic, 0)
+    async with Admin(kafka_broker.bootstrap) as admin:
+        dirs = await admin.describe_log_dirs()
+    sizes = [
+        log_dir.replicas[(unique_topic, 0)].size
+        for broker_dirs in dirs.values()
+        for log_dir in broker_dirs.log_dirs
+        if (unique_topic, 0) in log_dir.replicas
+    ]
+    consumer = Consumer(bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest")
+    with anyio.fail_after(30):
+        async with consumer:
+            consumer.assign([tp])
+            await _consume(consumer, {0: 300})
+            assert await consumer.getmany(timeout_ms=300) == {}  # the end: fetches used up
+            consumed = consumer.metrics()["bytes-consumed-total"]
+    assert len(sizes) == 1 and sizes[0] > 300 * 2  # one replica; 300 records of 2+ bytes
+    assert consumed == sizes[0]
 
 
 async def test_group_rebalance_and_commit_are_timed(
@@ -133,9 +163,66 @@ async def test_group_rebalance_and_commit_are_timed(
             assert m["records-consumed-total"] == seen
             assert m["assigned-partitions"] == PARTITIONS
             health = consumer.health()
-            assert health.group is not None
-            assert health.group.state == "stable" and health.group.generation >= 0
+            assert health.group is not None and health.group.state == "stable"
             assert health.total_lag == 0
+            # the generation is the broker's (numbering differs: Tansu starts at 0, the
+            # mock at 2): the coordinator takes a commit from the member at that
+            # generation and refuses one at the next
+            group = health.group
+            tp = TopicPartition(unique_topic, 0)
+            assert (
+                await _commit_code(
+                    kafka_broker, group.group_id, group.member_id, group.generation, tp
+                )
+                == 0
+            )
+            assert (
+                await _commit_code(
+                    kafka_broker, group.group_id, group.member_id, group.generation + 1, tp
+                )
+                == ILLEGAL_GENERATION
+            )
+
+
+ILLEGAL_GENERATION = 22
+
+
+async def _commit_code(
+    broker: BrokerInfo, group: str, member_id: str, generation: int, tp: TopicPartition
+) -> int:
+    """The error code the group's coordinator gives an OffsetCommit of offset 1 for `tp`
+    from `member_id` at `generation`."""
+    from kafkaio.metadata.coordinators import CoordinatorType, lookup_request, parse_lookup
+    from kafkaio.net import Connection, ConnectionConfig, ConnectionManager
+    from kafkaio.protocol import messages as m
+
+    async with ConnectionManager(broker.bootstrap) as connections:
+        conn = await connections.bootstrap()
+        answer = await conn.send(lookup_request(CoordinatorType.GROUP, [group]))
+        found = parse_lookup(answer, CoordinatorType.GROUP, [group])[group]
+        assert not isinstance(found, Exception), found
+        coordinator = await Connection.connect(found.host, found.port, ConnectionConfig())
+        try:
+            response = await coordinator.send(
+                m.OffsetCommitRequest(
+                    group_id=group,
+                    generation_id_or_member_epoch=generation,
+                    member_id=member_id,
+                    topics=[
+                        m.OffsetCommitRequest.OffsetCommitRequestTopic(
+                            name=tp.topic,
+                            partitions=[
+                                m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                                    partition_index=tp.partition, committed_offset=1
+                                )
+                            ],
+                        )
+                    ],
+                )
+            )
+        finally:
+            await coordinator.close()
+    return int(response.topics[0].partitions[0].error_code)
 
 
 async def test_metrics_disabled_reads_empty(kafka_broker: BrokerInfo, unique_topic: str) -> None:
@@ -280,10 +367,12 @@ async def test_producer_counts_batches_buffer_and_connections(
     per_partition = 30
     sent = per_partition * PARTITIONS
     producer = Producer(kafka_broker.bootstrap, linger_ms=2)
+    started = time.monotonic()
     with anyio.fail_after(30):
         async with producer:
             await _send(producer, unique_topic, per_partition, PARTITIONS)
             m = producer.metrics()
+            lifetime_ms = (time.monotonic() - started) * 1000
             assert m["record-send-total"] == sent
             assert m["topics"][unique_topic]["record-send-total"] == sent
             assert m["record-error-total"] == 0
@@ -291,13 +380,17 @@ async def test_producer_counts_batches_buffer_and_connections(
             assert m["batch-size-max"] >= m["batch-size-avg"] > 0
             assert m["compression-rate-avg"] > 0
             assert m["records-per-request-avg"] > 0
-            assert m["request-total"] >= 1 and m["request-latency-max"] >= 0
+            assert m["request-total"] >= 1
+            # milliseconds, each within the producer's life so far
+            assert 0 < m["request-latency-avg"] <= m["request-latency-max"] <= lifetime_ms
             assert m["buffer-total-bytes"] == producer.config.buffer_memory
             assert m["buffer-available-bytes"] == m["buffer-total-bytes"]
             assert m["waiting-threads"] == 0
             assert m["connection-count"] >= 1
             assert m["connection-creation-total"] >= m["connection-count"]
-            assert m["io-wait-time-avg"] >= 0
+            # seconds the network task waited per wait: it did wait, for less than its life
+            assert 0 < m["io-wait-time-avg"] <= lifetime_ms / 1000
+            assert 0 < m["io-wait-ratio"] <= 1.0
             health = producer.health()
             assert health.healthy and health.running and health.kind == "producer"
     after = producer.metrics()

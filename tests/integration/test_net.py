@@ -33,6 +33,7 @@ from kafkaio.net import Connection, ConnectionConfig, ConnectionManager
 from kafkaio.net.inflight import InFlightRequests
 from kafkaio.protocol import messages as m
 from kafkaio.testing import BrokerInfo
+from tests.integration._versions import NEGOTIATED
 
 pytestmark = pytest.mark.integration
 
@@ -67,9 +68,9 @@ def test_connect_negotiates_and_round_trips(kafka_broker: BrokerInfo, backend: s
         conn = await Connection.connect(host, port, ConnectionConfig())
         try:
             assert conn.api_versions == dict(kafka_broker.api_versions)
-            broker_max = conn.api_versions[m.MetadataRequest.API_KEY][1]
-            version = conn.version_for(m.MetadataRequest)
-            assert version == min(broker_max, m.MetadataRequest.MAX_STABLE_VERSION)
+            if kafka_broker.name in NEGOTIATED:
+                expected = NEGOTIATED[kafka_broker.name]["Metadata"]
+                assert conn.version_for(m.MetadataRequest) == expected
             response = await conn.send(METADATA_ALL)
             assert response.brokers, response
             assert port in {b.port for b in response.brokers}

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from kafkaio.errors import KafkaTimeoutError
-from kafkaio.producer import DeliveryFuture, Producer, RecordMetadata
+from kafkaio.producer import DeliveryFuture, Producer, RecordMetadata, WouldBlockError
 from kafkaio.producer.murmur2 import partition_for_key
 from kafkaio.testing import BrokerInfo
 
@@ -118,6 +118,51 @@ async def test_round_trip(kafka_broker: BrokerInfo, unique_topic: str, compressi
             assert (m.timestamp, m.timestamp_type) == (ts, 0)
             if kafka_broker.name != "mock":  # the mock answers with its own append time
                 assert metadata[i].timestamp == ts
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+async def test_produce_round_trip(
+    kafka_broker: BrokerInfo, unique_topic: str, compression: str
+) -> None:
+    """produce() without awaiting, keyed and keyless, through a small buffer: WouldBlockError
+    hands a record to enqueue (which waits), and every record lands once, in order."""
+    count = SIZES.get(kafka_broker.name, 20_000) // 2
+    await kafka_broker.create_topic(unique_topic, PARTITIONS)
+    records = [record(i) for i in range(count)]
+    blocked = 0
+    with anyio.fail_after(GUARD):
+        async with Producer(
+            kafka_broker.bootstrap,
+            compression_type=compression,
+            linger_ms=5,
+            buffer_memory=256 * 1024,
+        ) as producer:
+            await producer.partitions_for(unique_topic)  # produce() does not wait for them
+            futures: list[DeliveryFuture] = []
+            for i, (key, value, _, ts) in enumerate(records):
+                keyed = key if i % 2 else None
+                try:
+                    futures.append(producer.produce(unique_topic, value, keyed, timestamp_ms=ts))
+                except WouldBlockError:
+                    blocked += 1
+                    futures.append(
+                        await producer.enqueue(unique_topic, value, keyed, timestamp_ms=ts)
+                    )
+            await producer.flush()
+        metadata = [f.result() for f in futures]
+        consumed = await consume(kafka_broker.bootstrap, unique_topic, PARTITIONS, count)
+    assert blocked > 0  # the buffer filled up: produce() said so instead of waiting
+    assert sum(len(v) for v in consumed.values()) == count
+    where = {(m.partition, m.offset): i for i, m in enumerate(metadata)}
+    for partition, messages in consumed.items():
+        indexes = [index_of(m.value) for m in messages]
+        assert indexes == sorted(indexes), f"partition {partition} is out of order"
+        for m in messages:
+            i = where[(partition, m.offset)]
+            key, value, _, ts = records[i]
+            assert (m.key, m.value, m.timestamp) == (key if i % 2 else None, value, ts)
+            if i % 2:
+                assert partition == partition_for_key(key, PARTITIONS)
 
 
 async def test_record_metadata_timestamp(kafka_broker: BrokerInfo, unique_topic: str) -> None:

@@ -145,6 +145,65 @@ async def test_consumer_protocol_group_loses_nothing_while_members_join_and_leav
     assert joined[0][0] == "assigned"
 
 
+@pytest.mark.parametrize("assignor", ["range", "uniform"])
+async def test_the_server_side_assignor_the_members_name_assigns_the_group(
+    apache_kafka: BrokerInfo, unique_topic: str, assignor: str
+) -> None:
+    """KIP-848: members naming group_remote_assignor get that assignor's assignment from
+    Apache Kafka. Two topics of 3 partitions, two members: "range" splits each topic into
+    ranges the same way (co-partitioned: 4 and 2 partitions), "uniform" balances them (3
+    and 3). Every record produced is consumed once."""
+    topics = [f"{unique_topic}-a", f"{unique_topic}-b"]
+    for topic in topics:
+        await apache_kafka.create_topic(topic, 3)
+    group = _group()
+    consumers: dict[int, Consumer] = {}
+    got: Counter[tuple[str, bytes | None]] = Counter()
+    stop = anyio.Event()
+
+    async def member(i: int) -> None:
+        async with Consumer(
+            bootstrap_servers=apache_kafka.bootstrap,
+            group_id=group,
+            group_protocol="consumer",
+            group_remote_assignor=assignor,
+            auto_offset_reset="earliest",
+        ) as consumer:
+            consumer.subscribe(topics)
+            consumers[i] = consumer
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100)
+                got.update((tp.topic, r.value) for tp, recs in batch.items() for r in recs)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for i in range(2):
+                tg.start_soon(member, i)
+            await _wait_split_when_started(consumers, 2, 6)
+            owned = [consumers[i].assignment() for i in range(2)]
+            for topic in topics:
+                await _produce(apache_kafka.bootstrap, topic, 60, 3, 0)
+            while len(got) < 120:
+                await anyio.sleep(0.05)
+            stop.set()
+    by_member = [{topic: {tp.partition for tp in tps if tp.topic == topic} for topic in topics}
+                 for tps in owned]  # fmt: skip
+    if assignor == "range":
+        assert sorted(len(tps) for tps in owned) == [2, 4]
+        assert all(parts[topics[0]] == parts[topics[1]] for parts in by_member)
+    else:
+        assert sorted(len(tps) for tps in owned) == [3, 3]
+    assert got == Counter((t, f"v-{i:06d}".encode()) for t in topics for i in range(60))
+
+
+async def _wait_split_when_started(
+    consumers: dict[int, Consumer], members: int, partitions: int
+) -> None:
+    while len(consumers) < members:
+        await anyio.sleep(0.05)
+    await _wait_split(list(consumers.values()), partitions)
+
+
 _MOCK_CLASSIC_SKIP = (
     "librdkafka 2.16 mock cluster: its classic group answers follower SyncGroups that arrive "
     "after the leader's with INVALID_REQUEST and a null assignment, so multi-member classic "

@@ -130,6 +130,9 @@ def test_features_match_what_each_broker_advertises(
     )
     assert {"fault_injection", "multi_broker", "exact_end_offsets"} <= mock_cluster.features
     assert "create_topics" not in mock_cluster.features
+    # neither lists aborted transactions in Fetch (the mock has no transaction semantics)
+    assert not {"aborted_transactions", "exact_end_offsets"} & tansu_broker.features
+    assert "aborted_transactions" not in mock_cluster.features
 
     with pytest.raises(pytest.skip.Exception) as skipped:
         tansu_broker.skip_unless("offset_for_leader_epoch")

@@ -18,6 +18,10 @@ from kafkaio.errors import KafkaError
 from tests.leaks._silent_broker import SilentBroker, open_sockets
 
 GUARD_S = 8.0  # a scenario running longer than this has hung: fail, never wait forever
+# How late after its deadline a call may end: scheduling on a busy 2-core machine. A call
+# that waits for some unrelated timer (the network task's, a one-second poll) ends later.
+SLACK_S = 0.6
+EARLY_S = 0.05  # clocks and timer granularity: a call may end this much before its deadline
 
 Scenario = Callable[[SilentBroker], Awaitable[None]]
 
@@ -68,6 +72,18 @@ def typed_error(outcome: Any) -> KafkaError | None:
         if isinstance(error, KafkaError):
             return error
     return None
+
+
+async def outcome_by(call: Awaitable[Any], deadline_s: float) -> Any:
+    """`outcome_of(call)`, asserting the call ended on its deadline (`deadline_s` after it
+    began): not before it, and at most SLACK_S after it."""
+    started = anyio.current_time()
+    outcome = await outcome_of(call)
+    elapsed = anyio.current_time() - started
+    assert deadline_s - EARLY_S <= elapsed <= deadline_s + SLACK_S, (
+        f"the call ended after {elapsed:.3f} s; its deadline was {deadline_s:g} s ({outcome!r})"
+    )
+    return outcome
 
 
 async def outcome_of(call: Awaitable[Any]) -> Any:

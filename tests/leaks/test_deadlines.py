@@ -20,7 +20,7 @@ if sys.version_info < (3, 11):
 from kafkaio import Admin, Consumer, NewTopic, OffsetAndMetadata, Producer, TopicPartition
 from kafkaio.admin import AclBindingFilter, ConfigResource, NewPartitions, OffsetSpec
 from kafkaio.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from tests.leaks._scenario import outcome_of, run_scenario, typed_error
+from tests.leaks._scenario import outcome_by, run_scenario, typed_error
 from tests.leaks._silent_broker import TOPIC, SilentBroker
 
 BACKENDS = ["asyncio", "trio"]
@@ -46,11 +46,12 @@ ADMIN = dict(request_timeout_ms=300, default_api_timeout_ms=500, retry_backoff_m
 # -- Producer -----------------------------------------------------------------------------
 
 ProducerCall = Callable[[Producer], Awaitable[Any]]
-PRODUCER_CALLS: dict[str, ProducerCall] = {
-    "send": lambda p: p.send(TOPIC, b"v", partition=0),
-    "enqueue-then-await": lambda p: _await_future(p),
-    "flush": lambda p: _flush(p),
-    "partitions_for-unknown-topic": lambda p: p.partitions_for("no-such-topic"),
+# each call and its deadline (s): delivery_timeout_ms, flush's timeout, max_block_ms
+PRODUCER_CALLS: dict[str, tuple[ProducerCall, float]] = {
+    "send": (lambda p: p.send(TOPIC, b"v", partition=0), 0.7),
+    "enqueue-then-await": (lambda p: _await_future(p), 0.7),
+    "flush": (lambda p: _flush(p), 0.5),
+    "partitions_for-unknown-topic": (lambda p: p.partitions_for("no-such-topic"), 0.4),
 }
 
 
@@ -69,8 +70,9 @@ def test_producer_calls_end_on_their_deadline(call: str) -> None:
     async def scenario(broker: SilentBroker) -> None:
         producer = Producer(broker.bootstrap, **PRODUCER)
         await producer.start()
+        make, deadline = PRODUCER_CALLS[call]
         try:
-            error = typed_error(await outcome_of(PRODUCER_CALLS[call](producer)))
+            error = typed_error(await outcome_by(make(producer), deadline))
         finally:
             await producer.close(timeout_ms=500)
         assert isinstance(error, TIMEOUT_ERRORS), error
@@ -82,9 +84,13 @@ def test_producer_calls_end_on_their_deadline(call: str) -> None:
 def test_producer_blocked_on_full_buffer_ends_on_max_block_ms() -> None:
     async def scenario(broker: SilentBroker) -> None:
         async with Producer(broker.bootstrap, buffer_memory=4096, **PRODUCER) as producer:
-            with pytest.raises(KafkaTimeoutError):
+
+            async def fill() -> None:
                 for _ in range(100):  # nothing is ever acked: the budget fills, then blocks
                     await producer.enqueue(TOPIC, bytes(1000), partition=0)
+
+            error = await outcome_by(fill(), PRODUCER["max_block_ms"] / 1000)
+            assert isinstance(error, KafkaTimeoutError), error
 
     run_scenario("asyncio", scenario)
 
@@ -93,8 +99,8 @@ def test_producer_blocked_on_full_buffer_ends_on_max_block_ms() -> None:
 def test_transactional_producer_start_ends_on_its_deadline(backend: str) -> None:
     async def scenario(broker: SilentBroker) -> None:
         producer = Producer(broker.bootstrap, transactional_id="tx-1", **PRODUCER)
-        with pytest.raises(TIMEOUT_ERRORS):
-            await producer.start()
+        error = await outcome_by(producer.start(), PRODUCER["max_block_ms"] / 1000)
+        assert isinstance(error, TIMEOUT_ERRORS), error
         await producer.close()
 
     run_scenario(backend, scenario)
@@ -120,7 +126,7 @@ def test_consumer_calls_end_on_their_deadline(call: str) -> None:
     async def scenario(broker: SilentBroker) -> None:
         async with Consumer(bootstrap_servers=broker.bootstrap, group_id="g", **CONSUMER) as c:
             c.assign([TP])
-            error = typed_error(await outcome_of(CONSUMER_CALLS[call](c)))
+            error = typed_error(await outcome_by(CONSUMER_CALLS[call](c), 0.3))
         assert isinstance(error, TIMEOUT_ERRORS), error
         assert broker.dropped
 
@@ -136,7 +142,7 @@ def test_consumer_getmany_returns_empty_and_close_leaves_the_group(backend: str)
         async with Consumer(
             TOPIC, bootstrap_servers=broker.bootstrap, group_id="g", **CONSUMER
         ) as c:
-            assert await c.getmany(timeout_ms=300) == {}
+            assert await outcome_by(c.getmany(timeout_ms=300), 0.3) == {}
         assert 11 in broker.dropped  # JoinGroup
 
     run_scenario(backend, scenario)
@@ -169,7 +175,7 @@ ADMIN_CALLS: dict[str, AdminCall] = {
 def test_admin_calls_end_on_their_deadline(call: str) -> None:
     async def scenario(broker: SilentBroker) -> None:
         async with Admin(broker.bootstrap, **ADMIN) as admin:
-            error = typed_error(await outcome_of(ADMIN_CALLS[call](admin)))
+            error = typed_error(await outcome_by(ADMIN_CALLS[call](admin), 0.4))
         assert isinstance(error, TIMEOUT_ERRORS), error
         assert broker.dropped
 
@@ -178,10 +184,11 @@ def test_admin_calls_end_on_their_deadline(call: str) -> None:
 
 # -- a broker that answers nothing: start() gives up, close() completes ---------------------
 
-STARTS: dict[str, Callable[[str], Any]] = {
-    "producer": lambda b: Producer(b, **PRODUCER),
-    "consumer": lambda b: Consumer(bootstrap_servers=b, **CONSUMER),
-    "admin": lambda b: Admin(b, **ADMIN),
+# each client and the deadline (s) of its start(): max_block_ms, default_api_timeout_ms
+STARTS: dict[str, Callable[[str], tuple[Any, float]]] = {
+    "producer": lambda b: (Producer(b, **PRODUCER), 0.4),
+    "consumer": lambda b: (Consumer(bootstrap_servers=b, **CONSUMER), 0.5),
+    "admin": lambda b: (Admin(b, **ADMIN), 0.5),
 }
 
 
@@ -189,10 +196,9 @@ STARTS: dict[str, Callable[[str], Any]] = {
 @pytest.mark.parametrize("client", list(STARTS))
 def test_start_against_a_black_hole_fails_cleanly(client: str, backend: str) -> None:
     async def scenario(broker: SilentBroker) -> None:
-        instance = STARTS[client](broker.bootstrap)
-        with pytest.raises(KafkaError) as info:
-            await instance.start()
-        assert isinstance(info.value, TIMEOUT_ERRORS), info.value
+        instance, deadline = STARTS[client](broker.bootstrap)
+        error = await outcome_by(instance.start(), deadline)
+        assert isinstance(error, TIMEOUT_ERRORS), error
         await instance.close()  # after a failed start: completes, idempotent
         assert broker.accepted >= 1
 
@@ -212,7 +218,7 @@ def test_close_with_undelivered_records_is_bounded(backend: str) -> None:
         producer = Producer(broker.bootstrap, acks=1, enable_idempotence=False, **PRODUCER)
         await producer.start()
         futures = [await producer.enqueue(TOPIC, b"v%d" % i, partition=i % 2) for i in range(50)]
-        await producer.close()
+        assert await outcome_by(producer.close(), PRODUCER["delivery_timeout_ms"] / 1000) is None
         for future in futures:
             with pytest.raises(KafkaError):
                 future.result()

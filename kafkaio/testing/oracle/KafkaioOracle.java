@@ -20,6 +20,11 @@
 //   share-consume --bootstrap B --topic T --group G [--max-records N] [--idle-ms MS]
 //       a share consumer (KIP-932) that accepts every record; prints records with their
 //       delivery count.
+//   log --bootstrap B --topic T [--timeout-ms MS]
+//       reads every partition from the beginning twice, read_uncommitted then
+//       read_committed, each up to the end offsets it sees when it starts (the high
+//       watermark, then the last stable offset): {"event":"end"} per partition and
+//       isolation level, {"event":"record"} then {"event":"committed"} per record.
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -63,6 +68,7 @@ public final class KafkaioOracle {
             case "produce" -> produce(args);
             case "consume" -> consume(args);
             case "share-consume" -> shareConsume(args);
+            case "log" -> log(args);
             default -> throw new IllegalArgumentException("unknown command " + argv[0]);
         }
     }
@@ -311,11 +317,63 @@ public final class KafkaioOracle {
         emit("{\"event\":\"done\",\"count\":" + count + ",\"t\":" + System.currentTimeMillis() + "}");
     }
 
+    // -- log ---------------------------------------------------------------------------------
+
+    static void log(Args args) throws Exception {
+        String topic = args.need("topic");
+        long timeoutMs = Long.parseLong(args.get("timeout-ms", "60000"));
+        for (String isolation : List.of("read_uncommitted", "read_committed")) {
+            Properties props = new Properties();
+            props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.need("bootstrap"));
+            props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+            props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+            args.putProps(props);
+            String event = isolation.equals("read_committed") ? "committed" : "record";
+            try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+                List<TopicPartition> all = new ArrayList<>();
+                for (PartitionInfo p : consumer.partitionsFor(topic)) {
+                    all.add(new TopicPartition(topic, p.partition()));
+                }
+                consumer.assign(all);
+                consumer.seekToBeginning(all);
+                Map<TopicPartition, Long> ends = consumer.endOffsets(all);
+                for (Map.Entry<TopicPartition, Long> e : ends.entrySet()) {
+                    emit("{\"event\":\"end\",\"isolation\":\"" + isolation + "\",\"p\":"
+                            + e.getKey().partition() + ",\"o\":" + e.getValue() + "}");
+                }
+                long deadline = System.currentTimeMillis() + timeoutMs;
+                while (true) {
+                    boolean done = true;
+                    for (TopicPartition tp : all) {
+                        done &= consumer.position(tp) >= ends.get(tp);
+                    }
+                    if (done) {
+                        break;
+                    }
+                    if (System.currentTimeMillis() > deadline) {
+                        throw new IllegalStateException(isolation + " reader did not reach " + ends);
+                    }
+                    long now = System.currentTimeMillis();
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
+                        emit(recordJson(event, r, now, -1));
+                    }
+                }
+            }
+        }
+        emit("{\"event\":\"done\",\"t\":" + System.currentTimeMillis() + "}");
+    }
+
     // -- output --------------------------------------------------------------------------------
 
     static String recordJson(ConsumerRecord<byte[], byte[]> r, long now, int deliveryCount) {
+        return recordJson("record", r, now, deliveryCount);
+    }
+
+    static String recordJson(String event, ConsumerRecord<byte[], byte[]> r, long now, int deliveryCount) {
         StringBuilder b = new StringBuilder(160);
-        b.append("{\"event\":\"record\",\"p\":").append(r.partition())
+        b.append("{\"event\":\"").append(event).append("\",\"p\":").append(r.partition())
                 .append(",\"o\":").append(r.offset())
                 .append(",\"k\":").append(b64(r.key()))
                 .append(",\"v\":").append(b64(r.value()))

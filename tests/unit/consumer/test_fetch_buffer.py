@@ -334,3 +334,19 @@ def test_a_corrupt_record_late_in_a_batch_hands_out_those_before_it() -> None:
     with pytest.raises(CorruptRecordError, match="offset=0"):
         rig.collector.collect(10_000)
     assert rig.subscriptions.position(tp(0)).offset == 3000
+
+
+def test_used_bytes_count_fetches_used_up_not_dropped_ones() -> None:
+    # bytes-consumed-total reads used_bytes: before, the consumer counted the buffer's
+    # shrinking during polls that returned records, so a fetch used up by a later poll
+    # that returned none (the usual end of a partition) was never counted
+    blob = batch(0, values(0, 3))
+    rig = _rig_with(blob)
+    assert rig.buffer.used_bytes == 0
+    assert len(rig.collector.collect()[tp(0)]) == 3
+    assert rig.collector.collect() == {}
+    assert len(rig.buffer) == 0 and rig.buffer.used_bytes == len(blob)
+    rig.buffer.add(CompletedFetch(tp(0), 3, batch(3, values(3, 2))))
+    rig.subscriptions.seek(tp(0), 100)  # the buffered fetch is stale: dropped, not used
+    assert rig.collector.collect() == {}
+    assert len(rig.buffer) == 0 and rig.buffer.used_bytes == len(blob)

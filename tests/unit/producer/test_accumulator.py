@@ -6,8 +6,11 @@ import math
 
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.accumulator import RecordAccumulator
+from kafkaio.producer.appender import RecordAppender, TopicRoute
 from kafkaio.producer.batch import ProducerBatch
+from kafkaio.producer.future import DeliveryFuture
 from kafkaio.producer.memory import MemoryBudget
+from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.records import Compression
 
 T0 = TopicPartition("t", 0)
@@ -157,7 +160,7 @@ def test_memory_is_released_when_a_batch_completes() -> None:
     assert acc.memory.used == 0 and not acc.has_incomplete
 
 
-def test_try_append_fills_the_open_batch_and_completion_frees_it() -> None:
+def test_fast_appends_fill_the_open_batch_and_completion_frees_it() -> None:
     import gc
 
     gc.collect()
@@ -170,24 +173,48 @@ def test_try_append_fills_the_open_batch_and_completion_frees_it() -> None:
 
 
 def _fill_complete_and_drop() -> None:
-    acc = make(batch_size=400)
-    assert acc.try_append(T0, 1, None, b"v", 10) is None  # no open batch: use append
-    first = acc.append(T0, 1, None, b"a" * 50, None, 0.0, 10).future
-    assert not first.batch_closed
-    second = acc.try_append(T0, 2, b"k", b"b" * 50, 10)
-    assert second is not None and not second.batch_closed
-    while (more := acc.try_append(T0, 3, None, b"c" * 50, 10)) is not None:
-        last = more
-    # the record that did not fit goes through append: a new batch, the old one is ready
-    result = acc.append(T0, 4, None, b"d" * 50, None, 0.0, 10)
-    assert result.new_batch and result.batch_full and last.batch_closed
+    acc = RecordAccumulator(
+        batch_size=400,
+        compression=Compression.NONE,
+        linger_ms=10,
+        delivery_timeout_ms=5000,
+        memory=MemoryBudget(1 << 20),
+        clock=lambda: 0.0,
+    )
+    added: list[tuple[TopicPartition, bool, bool]] = []
+    appender = RecordAppender(
+        acc,
+        DefaultPartitioner(400),
+        1 << 20,
+        True,
+        lambda tp, new, full: added.append((tp, new, full)),
+        _no_general,
+    )
+    assert appender.append("t", b"v", b"k", None, None, 1) is None  # no route: general path
+    appender.routes["t"] = TopicRoute("t", 1, [0], [0])
+    first = appender.append("t", b"a" * 50, b"k", None, None, 1)
+    assert first is not None and not first.batch_closed
+    assert added == [(T0, True, False)]  # a new batch: the network task learns its linger
+    second = appender.append("t", b"b" * 50, b"k", None, None, 2)
+    assert second is not None and not second.batch_closed and len(added) == 1
+    while not first.batch_closed:
+        last = appender.append("t", b"c" * 50, b"k", None, None, 3)
+        assert last is not None
+    # the batch filled up: the record that did not fit went to a new batch, and the full
+    # one is ready (the network task is told)
+    assert added[1:] == [(T0, True, True)] and not last.batch_closed
     batch, _ = acc.queued_batches()
     assert acc.drain(1, [T0], 1 << 20, 0.0, lambda b: True) == [batch]
     count = batch.record_count
+    used = acc.memory.used
     assert batch.complete(100, -1)
     acc.deallocate(batch)
     assert (second.result().offset, second.result().serialized_key_size) == (101, 1)
-    assert batch.record_count == count and acc.memory.used == -10 * count
+    assert batch.record_count == count and acc.memory.used == used - batch.reserved_bytes
     # without acknowledgement interceptors a batch does not list its futures: once the
     # application drops them, the batch (and its buffer) goes without the cyclic GC
     assert batch.futures == []
+
+
+def _no_general(*args: object) -> DeliveryFuture:
+    raise AssertionError("the general path is not used here")

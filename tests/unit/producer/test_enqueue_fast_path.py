@@ -17,7 +17,6 @@ from kafkaio.producer.batch import ProducerBatch
 from kafkaio.producer.client import Producer
 from kafkaio.producer.errors import ProducerClosedError, RecordTooLargeError
 from kafkaio.producer.future import DeliveryFuture
-from kafkaio.producer.idempotence import IdState
 from kafkaio.producer.partitioner import DefaultPartitioner
 from kafkaio.records import BatchBuilder, iter_batches
 from kafkaio.runtime.shell import Lifecycle
@@ -53,13 +52,15 @@ class FakeDriver:
         self.running = False
 
 
-def running_producer(partitions: int = 1, seed: int = 7, **options: Any) -> Producer:
+def running_producer(
+    partitions: int = 1, seed: int = 7, cls: type[Producer] = Producer, **options: Any
+) -> Producer:
     """A producer as after start(), with metadata for TOPIC and a seeded partitioner."""
     options.setdefault("batch_size", 1024)
     options.setdefault("linger_ms", 5)
-    producer = Producer("localhost:9092", metrics_enabled=False, **options)
+    producer = cls("localhost:9092", metrics_enabled=False, **options)
     update_metadata(producer, partitions)
-    producer._partitioner = DefaultPartitioner(
+    producer._appender.partitioner = DefaultPartitioner(
         producer.config.batch_size, rng=random.Random(seed).random
     )
     producer._driver = FakeDriver()  # type: ignore[assignment]
@@ -95,7 +96,7 @@ async def test_keyless_records_fill_batches_with_correct_futures() -> None:
     before = time.time_ns() // 1_000_000
     futures = [await producer.enqueue(TOPIC, b"v%03d" % i) for i in range(100)]
     after = time.time_ns() // 1_000_000
-    assert producer._open_batches  # the fast path took the later records
+    assert producer._appender.open  # the fast path took the later records
     batches = queued(producer)[TopicPartition(TOPIC, 0)]
     assert len(batches) > 1 and all(b.closed for b in batches[:-1])
     assert sum(b.record_count for b in batches) == 100
@@ -212,14 +213,14 @@ async def test_fast_path_matches_the_general_path(partitions: int) -> None:
     assert contents(fast) == contents(slow)
     assert (len(contents(fast)) > 1) == (partitions > 1)  # the sticky partition moved
     assert fast._memory.used == slow._memory.used
-    fast_sticky = fast._partitioner.sticky_state(TOPIC)
-    slow_sticky = slow._partitioner.sticky_state(TOPIC)
+    fast_sticky = fast._appender.partitioner.sticky_state(TOPIC)
+    slow_sticky = slow._appender.partitioner.sticky_state(TOPIC)
     assert fast_sticky is not None and slow_sticky is not None
     assert (fast_sticky.partition, fast_sticky.produced_bytes) == (
         slow_sticky.partition,
         slow_sticky.produced_bytes,
     )
-    assert not slow._open_batches
+    assert not slow._appender.open
     assert len(general_path_records) < 100  # most records took the fast path
 
 
@@ -240,7 +241,7 @@ async def test_a_completed_batch_takes_no_more_records() -> None:
 async def test_errors_still_raise_with_an_open_batch() -> None:
     producer = running_producer(buffer_memory=4096, max_block_ms=10, batch_size=1024)
     await producer.enqueue(TOPIC, b"a")
-    assert producer._open_batches
+    assert producer._appender.open
     with pytest.raises(RecordTooLargeError):
         await producer.enqueue(TOPIC, b"x" * 5000)
     # buffer_memory full: the fast path stops, and the general path waits, then times out
@@ -248,8 +249,7 @@ async def test_errors_still_raise_with_an_open_batch() -> None:
         for _ in range(100):
             await producer.enqueue(TOPIC, b"y" * 200)
     assert producer._memory.used <= 4096
-    producer._idempotence.state = IdState.FATAL
-    producer._idempotence.fatal_error = KafkaError("fenced")
+    producer._idempotence._fatal(KafkaError("fenced"))
     producer._memory.used = 0
     with pytest.raises(ProducerClosedError, match="fenced"):
         await producer.enqueue(TOPIC, b"z")

@@ -1,12 +1,13 @@
 """The optional mypyc-compiled modules and their pure-Python fallback are tested alike.
 
 When the compiled modules are present the normal run tests them, and this file reruns the
-records suite and the consumer-record tests in a subprocess that forces the .py sources;
-stale builds are refused.
+records suite, the consumer-record tests and the producer's unit tests in a subprocess that
+forces the .py sources; stale builds are refused.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import os
 import subprocess
@@ -28,13 +29,19 @@ COMPILED_MODULES = (
     "records.builder",
     "consumer.record",
     "producer.murmur2",
+    "producer.future",
+    "producer.batch",
+    "producer.memory",
+    "producer.partitioner",
+    "producer.accumulator",
+    "producer.appender",
 )
 # The tests rerun on the pure-Python modules.
 PURE_SUITES = (
     HERE,
     HERE.parent / "consumer" / "test_record.py",
     HERE.parent / "consumer" / "test_fetch_buffer.py",
-    HERE.parent / "producer" / "test_murmur2.py",
+    HERE.parent / "producer",
 )
 FORCE_PURE_ENV = "KAFKAIO_TEST_FORCE_PURE_RECORDS"
 
@@ -71,10 +78,7 @@ def _extension(module: str) -> Path | None:
 
 
 def test_implementation_flag_matches_the_loaded_modules() -> None:
-    import kafkaio.consumer.record  # noqa: F401  (compiled modules outside records)
-    import kafkaio.producer.murmur2  # noqa: F401
-
-    loaded = [sys.modules[f"kafkaio.{m}"].__file__ for m in COMPILED_MODULES]
+    loaded = [importlib.import_module(f"kafkaio.{m}").__file__ for m in COMPILED_MODULES]
     compiled = [not str(path).endswith(".py") for path in loaded]
     assert compiled == [COMPILED] * len(loaded)  # all compiled or none
     if os.environ.get(FORCE_PURE_ENV):

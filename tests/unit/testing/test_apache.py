@@ -160,7 +160,9 @@ def test_one_node_has_replication_one() -> None:
         ApacheKafka(0)
 
 
-def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_and_scram(tmp_path: Path) -> None:
+def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_scram_and_oauthbearer(
+    tmp_path: Path,
+) -> None:
     cluster = ApacheKafka(1, directory=tmp_path, sasl_users={"alice": "alice-secret"})
     with pytest.raises(KafkaConnectionError, match="start"):
         cluster.bootstrap_for("SASL_PLAINTEXT")
@@ -176,10 +178,17 @@ def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_and_scram(tmp_path:
     assert config["listener.security.protocol.map"] == (
         "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
     )
-    assert config["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    assert config["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
     assert (
         'user_alice="alice-secret"' in config["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     )
+    assert config[
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"
+    ] == (
+        "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+        "OAuthBearerUnsecuredValidatorCallbackHandler"
+    )
+    assert not any("reauth" in key for key in config)
     with pytest.raises(ValueError, match="no SSL listener"):
         cluster.bootstrap_for("SSL")
     with pytest.raises(ValueError, match="letters, digits"):
@@ -189,6 +198,39 @@ def test_sasl_users_get_a_sasl_plaintext_listener_with_plain_and_scram(tmp_path:
     assert "SASL" not in _properties(plain.nodes[1].config_path)["listeners"]
     with pytest.raises(ValueError, match="no SASL_PLAINTEXT listener; this cluster has PLAINTEXT"):
         plain.bootstrap_for("SASL_PLAINTEXT")
+
+
+def test_a_reauth_listener_ends_sessions_and_a_keystore_gives_a_tls_listener(
+    tmp_path: Path,
+) -> None:
+    keystore = tmp_path / "server-keystore.pem"
+    cluster = ApacheKafka(
+        1,
+        directory=tmp_path,
+        sasl_users={"alice": "alice-secret"},
+        sasl_session_ms=5000,
+        tls_keystore=keystore,
+    )
+    assert cluster.listeners == ["PLAINTEXT", "SASL_PLAINTEXT", "REAUTH", "SSL"]
+    cluster._prepare_nodes()
+    node = cluster.nodes[1]
+    ports = [node.port, node.controller_port, *node.listener_ports.values()]
+    assert len(set(ports)) == 5
+    assert cluster.bootstrap_for("SSL") == f"127.0.0.1:{node.listener_ports['SSL']}"
+    config = _properties(node.config_path)
+    assert config["listener.security.protocol.map"] == (
+        "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT,SSL:SSL,"
+        "CONTROLLER:PLAINTEXT"
+    )
+    assert config["listener.name.reauth.connections.max.reauth.ms"] == "5000"
+    assert "connections.max.reauth.ms" not in config  # the other listeners' sessions last
+    assert "ScramLoginModule" in config["listener.name.reauth.scram-sha-512.sasl.jaas.config"]
+    assert config["listener.name.ssl.ssl.keystore.type"] == "PEM"
+    assert config["listener.name.ssl.ssl.keystore.location"] == str(keystore)
+    with pytest.raises(ValueError, match="sasl_session_ms needs sasl_users"):
+        ApacheKafka(1, sasl_session_ms=5000)
+    with pytest.raises(ValueError, match="at least 1000"):
+        ApacheKafka(1, sasl_users={"a": "b"}, sasl_session_ms=999)
 
 
 def test_the_class_archive_is_keyed_by_java_and_jars(
