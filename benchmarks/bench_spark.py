@@ -3,7 +3,8 @@ for the installed PySpark), on Apache Kafka, in a Spark cluster of two executor 
 (local-cluster[2,1,1024]: one core and 1 GiB each, a Python worker per core).
 
 Run ``python -m benchmarks --only spark`` (or ``python -m benchmarks.bench_spark [--records N]
-[--runs R]``). One Apache Kafka broker (kafkaio.testing.apache) holds two input topics of N
+[--runs R] [--cases write,stream]``: ``--cases`` runs only some groups of cells, of write,
+read, stream and latency). One Apache Kafka broker (kafkaio.testing.apache) holds two input topics of N
 records (100 B and 1 KiB values, 12 partitions, no compression), filled once. Each run of a
 connector is a fresh Spark application (a child process) measuring, in this order:
 
@@ -51,22 +52,38 @@ LATENCY_RATE = 200  # records/s
 LATENCY_WARMUP_S = 10.0
 LATENCY_S = 30.0
 MIB = 1024 * 1024
+# --cases: the groups of cells, in the order a run measures them
+CASES = ("write", "read", "stream", "latency")
 
 
-def describe(records: int, runs: int) -> str:
+def describe(records: int, runs: int, cases: tuple[str, ...] = CASES) -> str:
+    only = "" if set(cases) == set(CASES) else f" (cells: {', '.join(cases)})"
     return (
         f"format(\"kafkaio\") vs Spark's Kafka connector (spark-sql-kafka-0-10), same PySpark, "
         f"{MASTER}, Apache Kafka (1 broker); {records:,} records per input topic over "
         f"{PARTITIONS} partitions; {runs} run(s) per connector, alternating; medians. rows/s "
         "= rows / wall time of the action; exec MiB = peak PSS of one executor (JVM + Python "
-        "workers); CPU µs/row = the executors' CPU (and the broker's) per row"
+        "workers); CPU µs/row = the executors' CPU (and the broker's) per row" + only
     )
 
 
 # -- the parent: broker, input topics, runs in turn ------------------------------------------
 
 
-def suite(records: int, runs: int, bootstrap: str | None = None) -> list[Row]:
+def parse_cases(text: str) -> tuple[str, ...]:
+    """``write,stream`` -> the groups of cells to run, in CASES order; unknown ones refused."""
+    asked = {c.strip() for c in text.split(",") if c.strip()}
+    unknown = asked - set(CASES)
+    if unknown or not asked:
+        raise argparse.ArgumentTypeError(
+            f"--cases takes a comma-separated list of {', '.join(CASES)}; got {text!r}"
+        )
+    return tuple(c for c in CASES if c in asked)
+
+
+def suite(
+    records: int, runs: int, bootstrap: str | None = None, cases: tuple[str, ...] = CASES
+) -> list[Row]:
     from kafkaio.testing import spark_kafka
     from kafkaio.testing.apache import ApacheKafka, unavailable_reason
 
@@ -89,12 +106,13 @@ def suite(records: int, runs: int, bootstrap: str | None = None) -> list[Row]:
     else:
         note("Spark suite on an external cluster: broker CPU not measured")
     try:
-        inputs = {size: _fill_input(bootstrap, records, size) for size in SIZES}
+        sizes = SIZES if "read" in cases else (100,) if "stream" in cases else ()
+        inputs = {size: _fill_input(bootstrap, records, size) for size in sizes}
         results: dict[tuple[str, str], list[dict[str, float]]] = {}
         for round_ in range(runs):
             for connector in in_turn(CONNECTORS, round_):
                 for case, metrics in _run_app(
-                    connector, bootstrap, broker_pid, inputs, records, jars
+                    connector, bootstrap, broker_pid, inputs, records, jars, cases
                 ).items():
                     results.setdefault((case, connector), []).append(metrics)
     finally:
@@ -131,9 +149,11 @@ def _run_app(
     inputs: dict[int, str],
     records: int,
     jars: list[str],
+    cases: tuple[str, ...],
 ) -> dict[str, dict[str, float]]:
     """One Spark application for `connector` in a child process; its cells' metrics."""
     spec = {
+        "cases": list(cases),
         "connector": connector,
         "bootstrap": bootstrap,
         "broker_pid": broker_pid,
@@ -286,6 +306,7 @@ def _child(spec: dict[str, Any], result: Path) -> None:
     connector, bootstrap = spec["connector"], spec["bootstrap"]
     fmt = FORMATS[connector]
     records = int(spec["records"])
+    cases = set(spec["cases"])
     spark = (
         SparkSession.builder.master(MASTER)
         .appName(f"kafkaio-bench-{connector}")
@@ -315,31 +336,34 @@ def _child(spec: dict[str, Any], result: Path) -> None:
     reader().option("subscribe", warm).load().write.format("noop").mode("overwrite").save()
 
     for size in SIZES:
-        topic = f"spark-out-{size}-{uuid.uuid4().hex[:6]}"
-        create_topic(bootstrap, topic, PARTITIONS)
-        df = spark.range(0, records, 1, PARTITIONS).select(
-            F.col("id").cast("string").alias("key"),
-            F.concat(
-                F.lpad(F.col("id").cast("string"), 12, "0"), F.lit("x" * (size - 12))
-            ).cast("binary").alias("value"),
-        )
-        out = cells.setdefault(f"batch write, {size} B", {})
-        with meter.measure(records, size, out):
-            df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option(
-                "topic", topic
-            ).mode("append").save()
-        _delete_topic(bootstrap, topic)
-        out = cells.setdefault(f"batch read, {size} B", {})
-        with meter.measure(records, size, out):
-            reader().option("subscribe", spec["inputs"][str(size)]).load().write.format(
-                "noop"
-            ).mode("overwrite").save()
+        if "write" in cases:
+            topic = f"spark-out-{size}-{uuid.uuid4().hex[:6]}"
+            create_topic(bootstrap, topic, PARTITIONS)
+            df = spark.range(0, records, 1, PARTITIONS).select(
+                F.col("id").cast("string").alias("key"),
+                F.concat(
+                    F.lpad(F.col("id").cast("string"), 12, "0"), F.lit("x" * (size - 12))
+                ).cast("binary").alias("value"),
+            )
+            out = cells.setdefault(f"batch write, {size} B", {})
+            with meter.measure(records, size, out):
+                df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option(
+                    "topic", topic
+                ).mode("append").save()
+            _delete_topic(bootstrap, topic)
+        if "read" in cases:
+            out = cells.setdefault(f"batch read, {size} B", {})
+            with meter.measure(records, size, out):
+                reader().option("subscribe", spec["inputs"][str(size)]).load().write.format(
+                    "noop"
+                ).mode("overwrite").save()
 
-    source = spec["inputs"]["100"]
-    for case, limit in (
+    streams = (
         ("streaming availableNow, 100 B", None),
         ("streaming 10 micro-batches, 100 B", records // 10),
-    ):
+    )
+    for case, limit in streams if "stream" in cases else ():
+        source = spec["inputs"]["100"]
         stream = (
             spark.readStream.format(fmt)
             .option("kafka.bootstrap.servers", bootstrap)
@@ -364,9 +388,10 @@ def _child(spec: dict[str, Any], result: Path) -> None:
         if read != records:
             raise RuntimeError(f"{case}: read {read} of {records} rows")
 
-    cells["latency, produce -> visible, 200 records/s"] = _latency(
-        spark, fmt, bootstrap, checkpoints
-    )
+    if "latency" in cases:
+        cells["latency, produce -> visible, 200 records/s"] = _latency(
+            spark, fmt, bootstrap, checkpoints
+        )
     spark.stop()
     result.write_text(json.dumps(cells))
 
@@ -452,6 +477,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bootstrap", default=None, help="an external Apache Kafka cluster")
+    parser.add_argument(
+        "--cases",
+        type=parse_cases,
+        default=CASES,
+        help=f"run only these groups of cells, comma-separated, of {', '.join(CASES)} "
+        "(default: all)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -460,8 +492,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     from benchmarks.report import suite_table
 
-    rows = suite(args.records, args.runs, args.bootstrap)
-    print(describe(args.records, args.runs))
+    rows = suite(args.records, args.runs, args.bootstrap, args.cases)
+    print(describe(args.records, args.runs, args.cases))
     if rows:
         print(suite_table(rows))
 

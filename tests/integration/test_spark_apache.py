@@ -374,3 +374,52 @@ def test_killed_mid_batch_and_restarted(
     )
     assert duplicated == 0, f"{duplicated} source offsets written twice"
     assert len(got) == records
+
+
+def test_sink_raises_a_delivery_error(apache_kafka: BrokerInfo, unique_topic: str) -> None:
+    """A record the broker refuses (no key, to a compacted topic: INVALID_RECORD) fails the
+    task with its delivery error, and the rows of the other partitions are written: the
+    sink checks every record's outcome (run in this process, as a Python worker runs it)."""
+    import pyarrow as pa
+
+    from kafkaio.admin import NewTopic
+    from kafkaio.errors import KafkaError
+    from kafkaio.spark.options import SinkOptions
+    from kafkaio.spark.produce import write_batches
+
+    partitions = 3
+
+    async def create() -> None:
+        async with Admin(apache_kafka.bootstrap) as admin:
+            done = await admin.create_topics(
+                [NewTopic(unique_topic, partitions, 1, {"cleanup.policy": "compact"})]
+            )
+            assert done[unique_topic].error is None
+
+    anyio.run(create)
+    rows = 3_000
+    keys: list[bytes | None] = [f"k{i}".encode() for i in range(rows)]
+    keys[1_500] = None
+    batches = [
+        pa.record_batch(
+            [pa.array(keys[lo : lo + 1_000], pa.binary()),
+             pa.array([f"v{i}".encode() for i in range(lo, lo + 1_000)], pa.binary())],
+            names=["key", "value"],
+        )
+        for lo in range(0, rows, 1_000)
+    ]
+    opts = SinkOptions.parse(
+        {"kafka.bootstrap.servers": apache_kafka.bootstrap, "topic": unique_topic}
+    )
+    with pytest.raises(KafkaError, match="(?i)invalid.?record|key"):
+        write_batches(opts.client, opts.topic, iter(batches))
+
+    async def written() -> int:
+        async with Admin(apache_kafka.bootstrap) as admin:
+            offsets = await admin.list_offsets(
+                {TopicPartition(unique_topic, p): OffsetSpec.LATEST for p in range(partitions)}
+            )
+        return sum(o.offset for o in offsets.values())
+
+    # the failed batch held the keyless record and the keyed ones of its partition
+    assert rows // partitions <= anyio.run(written) < rows
