@@ -260,12 +260,18 @@ class RecordAccumulator:
         ``batch_size`` uncompressed bytes each, queued at the front of its partition in its
         place (with its sequence numbers, if it had them). The topic's compression estimate
         starts over. ``batch`` completes when all its parts have (see ProducerBatch.parts);
-        it keeps its reserved memory until then. Needs at least two records."""
+        it keeps its reserved memory until then. Needs at least two records.
+
+        A batch within ``batch_size`` (the topic's max.message.bytes is below it) is split in
+        halves, so that every split makes progress: down to single records, which the broker
+        then accepts or refuses for themselves. (Split by ``batch_size`` alone it came back
+        whole, was refused again and split again until its delivery timeout.)"""
         payload = batch.payload()
         uncompressed = batch.size_in_bytes()
         self.ratios.reset(batch.tp.topic, len(payload) / max(1, uncompressed))
         records = [r for b in iter_batches(payload) for r in b]
         assert len(records) > 1, "a batch of one record cannot be split"
+        limit = self.batch_size if uncompressed > self.batch_size else max(1, uncompressed // 2)
         parts: list[tuple[int, ProducerBatch]] = []
         builder: BatchBuilder | None = None
         for index, record in enumerate(records):
@@ -275,13 +281,11 @@ class RecordAccumulator:
             ):
                 builder = BatchBuilder(
                     compression=self.compression,
-                    batch_size=self.batch_size,
+                    batch_size=limit,
                     is_transactional=self.transactional,
                 )
                 builder.append(record.timestamp, record.key, record.value, record.headers)
-                part = ProducerBatch(
-                    batch.tp, builder, batch.created_ms, batch.deadline_ms, self.batch_size
-                )
+                part = ProducerBatch(batch.tp, builder, batch.created_ms, batch.deadline_ms, limit)
                 part.closed = True
                 part.parent = batch
                 parts.append((index, part))

@@ -329,7 +329,8 @@ class Sender:
             parts = self._acc.split(batch, now)
             log.warning(
                 "the broker rejected %d records for %s as too large (%d bytes encoded); "
-                "sending them as %d batches of at most batch_size (%d) bytes",
+                "sending them as %d smaller batches (at most batch_size, %d bytes, or half the "
+                "batch when it was within batch_size: check the topic's max.message.bytes)",
                 batch.record_count,
                 batch.tp,
                 len(batch.payload()),

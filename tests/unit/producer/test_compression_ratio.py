@@ -218,3 +218,35 @@ def test_interceptors_hear_each_records_own_outcome_after_a_split() -> None:
     ]
     assert {e for _, e in expected} == {None, TopicAuthorizationFailedError}
     assert acks.outcomes == expected  # once per record, in order, each with its own outcome
+
+
+def test_a_batch_within_batch_size_refused_as_too_large_is_halved_until_it_fits() -> None:
+    """A topic whose max.message.bytes is below batch_size refuses a batch that is within
+    batch_size: splitting by batch_size gave the same batch back, refused again and split
+    again until the delivery timeout (and the chain of parents ended in a RecursionError in
+    the sender). Halves make progress: every record is delivered, in order, and a record
+    too large by itself fails alone."""
+    h = Harness({"t": [1]}, batch_size=16384, buffer_memory=1 << 24)
+    values = [b"%03d" % i + b"v" * 300 for i in range(10)]
+    futures = [h.append("t", 0, v) for v in values]
+    futures.append(h.append("t", 0, b"big" + b"x" * 1500))  # too large even alone
+    limit = 1000  # the topic's max.message.bytes: 2 of the small records fit
+    now, offset, rounds, sent = 1.0, 0, 0, []
+    while not all(f.done() for f in futures):
+        rounds += 1
+        assert rounds < 50, "the split made no progress"
+        for request in produce_requests(h.poll(now)):
+            ((_, raw),) = sent_batches(request)
+            (batch,) = list(iter_batches(raw))
+            if len(raw) > limit:
+                answer(request, now, errors={T0: MessageTooLargeError.code})
+            else:
+                sent.extend(r.value for r in batch)
+                answer(request, now, base_offset=offset)
+                offset += batch.record_count
+        now += 1
+    assert sent == values
+    assert [f.result().offset for f in futures[:10]] == list(range(10))
+    with pytest.raises(MessageTooLargeError):
+        futures[-1].result()
+    assert h.memory.used == 0
