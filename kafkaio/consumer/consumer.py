@@ -423,6 +423,8 @@ class Consumer(AsyncClient):
         returned, for the caller to raise once it is done."""
         if submit:
             self._events.put(event)
+        # the member being out wakes this task (not only records or background events)
+        event.add_done_callback(lambda _: self._notify())
         first_error: Exception | None = None
         with anyio.move_on_after(timeout_s) as scope:
             while True:

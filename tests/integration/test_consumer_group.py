@@ -454,3 +454,31 @@ async def test_unsubscribe_called_without_await_still_leaves_the_group(
             consumer.unsubscribe()
         # close() ran the pending unsubscribe: the listener saw the second revocation
         assert listener.revoked == [everything, everything]
+
+
+async def test_close_returns_when_the_member_is_out_not_at_the_next_check(
+    broker: BrokerInfo, unique_topic: str
+) -> None:
+    """close() (and unsubscribe()) wait in the application's task for the network task to
+    take the member out of the group: the LeaveGroup's outcome wakes that wait. Before, only
+    records or background events did, so every close slept out a 1 s check interval after
+    the member was out."""
+    await broker.create_topic(unique_topic, 1)
+    everything = {TopicPartition(unique_topic, 0)}
+    with anyio.fail_after(60):
+        consumer = Consumer(bootstrap_servers=broker.bootstrap, group_id=_group(), **GROUP_OPTIONS)
+        await consumer.start()
+        consumer.subscribe([unique_topic])
+        while consumer.assignment() != everything:
+            await consumer.getmany(timeout_ms=100)
+        woken: list[bool] = []
+        wait = consumer._wait_for_data
+
+        async def recording_wait(seconds: float) -> None:
+            await wait(seconds)
+            woken.append(consumer._data_ready.is_set())  # False: the wait timed out
+
+        consumer._wait_for_data = recording_wait  # type: ignore[method-assign]
+        await consumer.close()
+    assert woken, "close() did not wait for the member to leave"
+    assert woken[-1], f"close() slept until its check interval once the member was out: {woken}"
