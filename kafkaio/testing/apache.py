@@ -40,7 +40,7 @@ from pathlib import Path
 from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
 from kafkaio.testing._lifecycle import StartStop
 from kafkaio.testing._probe import MetadataAnswer, api_versions, free_loopback_port, metadata
-from kafkaio.testing._process import die_with_parent
+from kafkaio.testing._process import popen_tied
 from kafkaio.testing.errors import BrokerStartError
 
 __all__ = [
@@ -1007,18 +1007,17 @@ class ApacheKafka(StartStop):
             _CLASSPATH_MAIN,
             str(node.config_path),
         ]
-        main_thread = threading.current_thread() is threading.main_thread()
         with open(node.stdout_path, "ab") as stdout:
             stdout.write(f"--- kafkaio: starting broker {node.node_id}\n".encode())
             stdout.flush()
-            node.process = subprocess.Popen(
+            node.process = popen_tied(
                 command,
+                sig=signal.SIGKILL,
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=subprocess.STDOUT,
                 cwd=node.directory,
                 start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGKILL) if main_thread else None,
             )
         node.paused = False
 

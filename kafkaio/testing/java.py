@@ -324,17 +324,14 @@ class JavaClients:
 
     def start(self, command: str, args: Iterable[str], name: str | None = None) -> JavaProcess:
         """Start an oracle command (``produce``, ``consume``, ``share-consume``)."""
-        from kafkaio.testing._process import die_with_parent
+        from kafkaio.testing._process import popen_tied
 
-        # PR_SET_PDEATHSIG fires when the starting *thread* ends: only from the main thread
-        main = threading.current_thread() is threading.main_thread()
-        process = subprocess.Popen(
+        process = popen_tied(
             self._command([command, *args]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=die_with_parent() if main else None,
         )
         _LIVE.add(process)
         running = JavaProcess(name or command, process)

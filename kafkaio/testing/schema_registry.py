@@ -19,7 +19,7 @@ from types import TracebackType
 
 from kafkaio.testing._logfile import LogFile
 from kafkaio.testing._probe import free_loopback_port
-from kafkaio.testing._process import die_with_parent
+from kafkaio.testing._process import popen_tied
 from kafkaio.testing.errors import BrokerStartError
 
 APICURIO_VERSION = "2.4.2.Final"
@@ -91,12 +91,11 @@ class ApicurioRegistry:
             str(self.jar),
         ]
         started = time.monotonic()
-        self._process = subprocess.Popen(
+        self._process = popen_tied(
             command,
             stdin=subprocess.DEVNULL,
             stdout=self._log.file,
             stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509 - only in the child
         )
         deadline = started + self.start_timeout
         while time.monotonic() < deadline:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from kafkaio.errors import KafkaConnectionError, KafkaProtocolError
 from kafkaio.testing._lifecycle import StartStop
 from kafkaio.testing._logfile import LogFile
 from kafkaio.testing._probe import api_versions, free_loopback_port
-from kafkaio.testing._process import die_with_parent
+from kafkaio.testing._process import popen_tied
 from kafkaio.testing.errors import BrokerStartError
 
 _LOG_TAIL_CHARS = 4000
@@ -156,15 +155,13 @@ class TansuBroker(StartStop):
             "--storage-engine",
             "memory://tansu/",
         ]
-        main_thread = threading.current_thread() is threading.main_thread()
         env = {**os.environ, "NO_COLOR": "1"}
-        self._process = subprocess.Popen(
+        self._process = popen_tied(
             command,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log.file,
             stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent() if main_thread else None,
         )
         self._wait_until_ready()
 

@@ -282,6 +282,21 @@ print(cluster.pid, tansu.pid, flush=True)
 sys.stdin.read()  # wait to be killed
 """
 
+# a broker started from a thread that ends at once (as a fixture run through a worker
+# thread, or a restart after a fault, starts one): it must outlive that thread, and end with
+# the process
+_WORKER_THREAD_SCRIPT = """
+import sys, threading, time
+from kafkaio.testing import TansuBroker
+brokers = []
+starter = threading.Thread(target=lambda: brokers.append(TansuBroker().start()))
+starter.start()
+starter.join()
+time.sleep(0.5)
+print(brokers[0].pid, flush=True)
+sys.stdin.read()  # wait to be killed
+"""
+
 
 def _alive(pid: int) -> bool:
     try:
@@ -292,9 +307,16 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and prctl")
-def test_broker_processes_end_when_their_parent_is_killed() -> None:
+@pytest.mark.parametrize(
+    ("script", "count"),
+    [(_ORPHAN_SCRIPT, 2), (_WORKER_THREAD_SCRIPT, 1)],
+    ids=["main-thread", "worker-thread"],
+)
+def test_broker_processes_end_when_their_parent_is_killed(script: str, count: int) -> None:
+    """Brokers started by a process end when it is killed (SIGKILL: no atexit runs), from
+    whichever thread they were started; and a broker outlives the thread that started it."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(_ORPHAN_SCRIPT)],
+        [sys.executable, "-c", textwrap.dedent(script)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=dict(os.environ),
@@ -303,7 +325,7 @@ def test_broker_processes_end_when_their_parent_is_killed() -> None:
     try:
         line = parent.stdout.readline().decode()
         pids = [int(p) for p in line.split()]
-        assert len(pids) == 2 and all(_alive(pid) for pid in pids)
+        assert len(pids) == count and all(_alive(pid) for pid in pids)
     finally:
         parent.kill()
         parent.wait(10)
