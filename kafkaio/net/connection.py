@@ -426,52 +426,62 @@ class Connection:
                 waiter.fail(exc)
                 return
         deadline = now + (self._request_timeout if timeout is None else timeout)
-        entry = _Queued(request, version, now, deadline, waiter, expects)
-        if not self._queue and io.writes_at_once and self._may_write(entry, now):
-            self._write_entry(entry, now)  # nobody ahead: written from this call
+        if not self._queue and io.writes_at_once and self._may_write(expects, now):
+            self._write_now(request, version, now, deadline, waiter, expects)  # nobody ahead
             return
-        self._queue.append(entry)
+        self._queue.append(_Queued(request, version, now, deadline, waiter, expects))
         io.watch(deadline)  # a request that waits too long in the queue fails (`expire`)
         self._pump()
 
-    def _may_write(self, entry: _Queued, now: float) -> bool:
-        """True if `entry` (at the head of the queue) may be written now: READY, an
-        in-flight slot free if it expects a response, the asyncio transport not paused if
+    def _may_write(self, expects: bool, now: float) -> bool:
+        """True if a request at the head of the queue may be written now: READY, an
+        in-flight slot free if it `expects` a response, the asyncio transport not paused if
         it does not, and no SASL renewal due."""
         machine = self._machine
-        if entry.expects:
+        if expects:
             if not machine.can_send:
                 return False
         elif machine.state is not ConnectionState.READY or not self._io.writable:
             return False
         return not machine.renewal_due(now)
 
-    def _write_entry(self, entry: _Queued, now: float) -> None:
-        """Write `entry` from this call (asyncio: the transport buffers it)."""
-        waiter = entry.waiter
+    def _write_now(
+        self,
+        request: Request[Any],
+        version: int,
+        since: float,
+        deadline: float,
+        waiter: Completion[Any],
+        expects: bool,
+    ) -> None:
+        """Write a request from this call (asyncio: the transport buffers it)."""
         try:
-            frame = self._frame(entry)
+            frame = self._frame(request, version, since, deadline, waiter, expects)
         except KafkaError as exc:
             waiter.fail(exc)
             return
         io = self._io
         io.write_now(frame)
-        self.last_used = now
-        if entry.expects:
-            io.watch(entry.deadline)
+        self.last_used = io.now()
+        if expects:
+            io.watch(deadline)
         else:
             waiter.complete(None)
 
-    def _frame(self, entry: _Queued) -> bytes:
-        """`entry`'s frame, noted in flight; an encoding failure as a KafkaError."""
-        request = entry.request
+    def _frame(
+        self,
+        request: Request[Any],
+        version: int,
+        since: float,
+        deadline: float,
+        waiter: Completion[Any],
+        expects: bool,
+    ) -> bytes:
+        """The request's frame, noted in flight (its timeout counted from `since`, when it
+        was submitted); an encoding failure as a KafkaError."""
         try:
-            return self._machine.send(  # its timeout counts from the submit
-                request,
-                entry.version,
-                entry.queued_at,
-                entry.deadline,
-                entry.waiter if entry.expects else None,
+            return self._machine.send(
+                request, version, since, deadline, waiter if expects else None
             )
         except KafkaError:
             raise
@@ -498,12 +508,14 @@ class Connection:
         while queue:
             now = io.now()
             head = queue[0]
-            if not self._may_write(head, now):
+            if not self._may_write(head.expects, now):
                 if self._machine.renewal_due(now) and self._renewal is None:
                     self._renewal = asyncio.get_running_loop().create_task(self._renew())
                 return
             queue.popleft()
-            self._write_entry(head, now)
+            self._write_now(
+                head.request, head.version, head.queued_at, head.deadline, head.waiter, head.expects
+            )
 
     async def _renew(self) -> None:
         """The asyncio adapter's SASL renewal (KIP-368), in its own task: the queue waits,
@@ -613,10 +625,17 @@ class Connection:
                     except KafkaError:
                         pass  # closed: the queue fails below
                     continue
-                if queue and self._may_write(queue[0], now):
+                if queue and self._may_write(queue[0].expects, now):
                     entry = queue.popleft()
                     try:
-                        frame = self._frame(entry)
+                        frame = self._frame(
+                            entry.request,
+                            entry.version,
+                            entry.queued_at,
+                            entry.deadline,
+                            entry.waiter,
+                            entry.expects,
+                        )
                     except KafkaError as exc:
                         entry.waiter.fail(exc)
                         continue
@@ -727,6 +746,9 @@ class Connection:
         self._io.abort()
         self._fail_queued()
         self._wake_writer()  # the writer and reader of anyio streams end
+        renewal = self._renewal
+        if renewal is not None and renewal is not asyncio.current_task():
+            renewal.cancel()  # closed while it renewed the SASL session: nothing to renew
         if not self._announced:
             return  # connect() raises what went wrong
         if event.cause is None:
