@@ -193,7 +193,7 @@ class FetchManager:
         request = self._request(plan)
         request.max_wait_ms = 0  # nothing to wait for: it lists no partitions
 
-        def handler(now: float, response: FetchResponse, error: BaseException | None) -> None:
+        def handler(now: float, response: FetchResponse | None, error: BaseException | None) -> None:
             if error is not None:
                 log.debug(
                     "node %d: closing fetch session %d failed: %s", node, plan.session_id, error
@@ -347,7 +347,7 @@ class FetchManager:
         request = self._request(plan)
         self._in_flight[node] = context
 
-        def handler(now: float, response: FetchResponse, error: BaseException | None) -> None:
+        def handler(now: float, response: FetchResponse | None, error: BaseException | None) -> None:
             self._on_complete(now, node, context, response, error)
 
         return UnsentRequest(
@@ -408,7 +408,7 @@ class FetchManager:
         now: float,
         node: int,
         context: _InFlightFetch,
-        response: FetchResponse,
+        response: FetchResponse | None,
         error: BaseException | None,
     ) -> None:
         if self._in_flight.get(node) is context:
@@ -445,6 +445,7 @@ class FetchManager:
                 self._clear_read_replica(tp, node)
             self._node_failed(now, node, error)
             return
+        assert response is not None  # no error: the response
         self._node_failures.pop(node, None)
         self._node_retry_at.pop(node, None)
         for topic in response.responses:

@@ -177,7 +177,7 @@ class OffsetsManager:
             replica_id=-1, isolation_level=self._isolation, topics=list(topics.values())
         )
 
-        def handler(now: float, response: ListOffsetsResponse, error: BaseException | None) -> None:
+        def handler(now: float, response: ListOffsetsResponse | None, error: BaseException | None) -> None:
             answered: set[TopicPartition] = set()
             if error is None:
                 assert isinstance(response, ListOffsetsResponse)

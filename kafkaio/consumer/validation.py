@@ -308,7 +308,7 @@ class PositionValidationManager:
             replica_id=CONSUMER_REPLICA_ID, topics=list(topics.values())
         )
 
-        def handler(now: float, response: OffsetForLeaderEpochResponse, error: BaseException | None) -> None:
+        def handler(now: float, response: OffsetForLeaderEpochResponse | None, error: BaseException | None) -> None:
             self._on_response(now, node, parts, response, error)
 
         return UnsentRequest(node, request, handler)
@@ -318,7 +318,7 @@ class PositionValidationManager:
         now: float,
         node: int,
         parts: dict[TopicPartition, tuple[int, _Sent]],
-        response: OffsetForLeaderEpochResponse,
+        response: OffsetForLeaderEpochResponse | None,
         error: BaseException | None,
     ) -> None:
         for tp, (_, sent) in parts.items():

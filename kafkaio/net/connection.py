@@ -2,20 +2,27 @@
 
 `ConnectionMachine` (state.py) holds the protocol: versions, SASL, correlation ids, requests
 in flight and their deadlines. This module opens the socket (TCP or TLS, on asyncio or
-trio), runs the machine's set-up steps, and sends requests in one place: a sender waits for
-its turn and a free in-flight slot in the connection's line, its frame is written, and its
-waiter (a Completion) is completed by the machine when the response is read. The I/O is
-one of two adapters: `wire.AsyncioWire` (plain TCP under asyncio: bytes are fed to the
-machine as they arrive) or `stream.StreamIO` (anyio streams: TLS, trio).
+trio), runs the machine's set-up steps, and takes requests one way: `Connection.submit`,
+which never waits. A request is written at once when the connection can take it, else it
+waits in the connection's queue (set-up or a SASL renewal under way, every in-flight slot
+taken, a writer needed) and is written in its turn; its Completion is completed by the
+machine when the response is read. The I/O is one of two adapters: `wire.AsyncioWire`
+(plain TCP under asyncio: bytes are fed to the machine as they arrive, the queue moves from
+those callbacks) or `stream.StreamIO` (anyio streams: TLS, trio; `Connection.serve` writes
+the queue and reads the responses in a task of the connection's owner).
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import inspect
 import logging
+import math
 import os
 import socket
 import ssl
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -55,7 +62,6 @@ from kafkaio.net.state import (
     describe_node,
 )
 from kafkaio.net.stream import STREAM_ERRORS, StreamIO
-from kafkaio.net.turns import Turns
 from kafkaio.net.wire import AsyncioWire, open_wire
 from kafkaio.protocol.api import Request
 from kafkaio.runtime.completion import Completion
@@ -72,11 +78,35 @@ USE_ASYNCIO_WIRE = os.environ.get("KAFKAIO_ASYNCIO_WIRE", "1") != "0"
 R = TypeVar("R")
 
 
+class _Queued:
+    """A request submitted to a connection and not written yet."""
+
+    __slots__ = ("request", "version", "queued_at", "deadline", "waiter", "expects")
+
+    def __init__(
+        self,
+        request: Request[Any],
+        version: int,
+        queued_at: float,
+        deadline: float,
+        waiter: Completion[Any],
+        expects: bool,
+    ) -> None:
+        self.request = request
+        self.version = version
+        self.queued_at = queued_at
+        self.deadline = deadline
+        self.waiter = waiter
+        self.expects = expects  # False: the broker sends no response (acks=0)
+
+
 class Connection:
     """A ready connection to one broker; create it with :meth:`connect`.
 
-    Many tasks may call :meth:`send` at once: requests are pipelined up to
-    ``max_in_flight_requests_per_connection`` and written in the order send was called. A
+    Requests are handed over with :meth:`submit` (never waits; :meth:`send` awaits its
+    outcome): they are pipelined up to ``max_in_flight_requests_per_connection`` and
+    written in the order they were submitted. On anyio streams (TLS, trio) a task must run
+    :meth:`serve`, or callers await :meth:`send`, for them to be written. A
     request that gets no answer within its timeout raises KafkaTimeoutError and closes the
     connection (the position in the response stream is lost, as in the Java client), whether
     or not its caller still waits. When the connection breaks or the broker breaks the
@@ -100,8 +130,13 @@ class Connection:
         self._request_timeout = config.request_timeout_ms / 1000
         self.last_used = 0.0
         self._announced = False  # connected and said so: a close is logged from now on
-        # senders waiting to write, in the order they called: requests go out in that order
-        self._line = Turns()
+        # requests submitted and not written yet, in the order they came: written in that
+        # order (by `_pump` on asyncio, by the writer, `_write_queued`, on anyio streams)
+        self._queue: deque[_Queued] = deque()
+        self._renewal: asyncio.Task[None] | None = None  # asyncio: a SASL renewal under way
+        self._served = False  # anyio streams: a task runs `serve`
+        self._write_lock = anyio.Lock()  # anyio streams: one writer at a time
+        self._wake: anyio.Event | None = None  # anyio streams: wakes the writer and reader
         # set-up events (versions, SASL) for the task running the set-up; None otherwise
         self._setup_events: list[Event] | None = None
         self._progress: Completion[None] | None = None
@@ -172,9 +207,9 @@ class Connection:
         """Authenticate again on this connection (KIP-368): SaslHandshake and
         SaslAuthenticate, with a fresh token from ``sasl_oauth_token_provider``.
 
-        :meth:`send` does it before a request once 85-95% of the session the broker granted
-        has passed (`session`), as Java's client does. Requests in flight are answered
-        first; requests sent meanwhile wait in line (none is lost). Bounded by
+        The connection does it before writing a request once 85-95% of the session the
+        broker granted has passed (`session`), as Java's client does. Requests in flight
+        are answered first; requests submitted meanwhile wait in the queue (none is lost). Bounded by
         ``request_timeout_ms``. A failure (the broker refuses, the provider raises, the
         connection breaks or times out) closes the connection and raises a retriable
         KafkaConnectionError naming the cause (its ``__cause__``): the client retries on a
@@ -236,8 +271,7 @@ class Connection:
                 events = pending or await self._next_setup_events()
         finally:
             self._setup_events = self._progress = None
-            if self._line:
-                self._line.notify()  # ready: requests waiting in line go on
+            self._pump()  # ready (or closed): the queue moves on
 
     async def _next_setup_events(self) -> list[Event]:
         """Wait until the machine has set-up events (it gets them from `received`)."""
@@ -326,139 +360,303 @@ class Connection:
 
     # -- requests -----------------------------------------------------------------------
 
+    def submit(
+        self, request: Request[R], version: int | None = None, timeout: float | None = None
+    ) -> Completion[R]:
+        """Hand ``request`` to the connection without waiting; returns the Completion its
+        response completes (an ``XRequest`` gets an ``XResponse``), or its failure:
+        KafkaTimeoutError (no answer, or not written, within ``timeout`` seconds; default
+        ``request_timeout_ms``), KafkaConnectionError (the connection is or becomes closed),
+        KafkaProtocolError (the response cannot be decoded), KafkaError (it cannot be
+        encoded). Requests are written in the order they were submitted: at once when the
+        connection can take one (asyncio, plain TCP, ready, an in-flight slot free), else
+        from the connection's queue as soon as it can (a slot is freed, the SASL session is
+        renewed, a TLS or trio writer gets to it). ``version`` defaults to
+        :meth:`version_for`."""
+        waiter: Completion[R] = Completion()
+        self._enqueue(request, version, timeout, waiter, True)
+        return waiter
+
+    def submit_no_response(
+        self, request: Request[Any], version: int | None = None, timeout: float | None = None
+    ) -> Completion[None]:
+        """As :meth:`submit`, for a request the broker does not answer (Produce with
+        acks=0): the Completion completes once the request is written. One not written
+        within ``timeout`` (the broker is not reading) fails with KafkaTimeoutError and
+        closes the connection."""
+        written: Completion[None] = Completion()
+        self._enqueue(request, version, timeout, written, False)
+        return written
+
     async def send(
         self, request: Request[R], *, version: int | None = None, timeout: float | None = None
     ) -> R:
-        """Send ``request`` and return the broker's response (an ``XRequest`` gets an
-        ``XResponse``: generated requests are ``Request[XResponse]``).
-
-        ``version`` defaults to :meth:`version_for`; ``timeout`` (seconds) to
-        ``request_timeout_ms``. Raises KafkaTimeoutError (and closes the connection if the
-        request was sent), KafkaConnectionError if the connection is or becomes closed,
-        KafkaProtocolError if the response cannot be decoded.
-        """
-        io = self._io
-        now, version = await self._before_sending(request, version)
-        waiter: Completion[R] = Completion()
-        await self._submit(request, version, now, self._deadline(now, timeout), waiter)
-        await io.wait(waiter)
+        """`submit` ``request`` and wait for its response (for callers in their own task:
+        Admin, tools). Raises what the Completion fails with."""
+        waiter = self.submit(request, version, timeout)
+        try:
+            if not waiter.done and not self._io.writes_at_once and not self._served:
+                await self._write_queued(waiter)  # no writer task: this caller writes
+            await self._io.wait(waiter)
+        except BaseException:
+            self._unqueue(waiter)  # cancelled before it was written: it never will be
+            raise
         return waiter.result()
 
-    def send_soon(
-        self, request: Request[R], version: int, timeout: float | None = None
-    ) -> Completion[R] | None:
-        """Write ``request`` now, without waiting, if the connection can take it at once (an
-        open asyncio connection, nobody in line, an in-flight slot free); returns the
-        Completion its response completes (or its failure: KafkaTimeoutError,
-        KafkaConnectionError, as :meth:`send` raises them), from the read that got it.
-        Returns None, having done nothing, when it cannot (TLS, trio, set-up or closed, every
-        slot taken, others waiting: use :meth:`send`); raises what encoding raises."""
-        io = self._io
-        machine = self._machine
-        if not io.writes_at_once or self._line or not machine.can_send:
-            return None
-        now = io.now()
-        if machine.renewal_due(now):
-            return None  # the session must be renewed first: `send` does it
-        waiter: Completion[R] = Completion()
-        self._write_now(request, version, now, self._deadline(now, timeout), waiter)
-        return waiter
-
-    async def send_no_response(self, request: Request[Any], version: int | None = None) -> None:
-        """Write a request the broker does not answer (Produce with acks=0): in turn, as
-        :meth:`send` does; returns once it is written (bounded by ``request_timeout_ms``)."""
-        io = self._io
-        now, version = await self._before_sending(request, version)
-        deadline = self._deadline(now, None)
-        with anyio.CancelScope(deadline=deadline) as scope:
-            await self._submit(request, version, now, deadline, None)
-            await io.drain()  # the broker is not reading: wait (bounded by the deadline)
-        if scope.cancelled_caught:
-            error = KafkaTimeoutError(
-                f"{api_name(type(request))} request to {self} could not be written within "
-                f"{deadline - now:g} s"
-            )
-            await self._shutdown(KafkaTimeoutError("the broker did not read a request in time"))
-            raise error
-
-    async def _before_sending(
-        self, request: Request[Any], version: int | None
-    ) -> tuple[float, int]:
-        """What `send` and `send_no_response` do first: raise KafkaConnectionError if the
-        connection is closed; the time and the version to send (``version`` or the highest
-        both sides speak). A due SASL renewal is `_submit`'s, at the head of the line."""
-        io = self._io
-        now = io.now()
-        if (self._machine.state is not ConnectionState.READY or not io.writes_at_once) and (
-            self._closes(now)
-        ):
-            await io.aclose(_CLOSE_GRACE)
-            raise self._closed_error()
-        if version is None:
-            version = self._machine.version_for(type(request))
-        return now, version
-
-    def _deadline(self, now: float, timeout: float | None) -> float:
-        return now + (self._request_timeout if timeout is None else timeout)
-
-    async def _submit(
+    def _enqueue(
         self,
         request: Request[Any],
-        version: int,
-        now: float,
-        deadline: float,
-        waiter: Completion[Any] | None,
+        version: int | None,
+        timeout: float | None,
+        waiter: Completion[Any],
+        expects: bool,
     ) -> None:
-        """The one way a request goes out: wait for its turn in the line (every sender that
-        called before has written) and for the machine to take it (READY, and an in-flight
-        slot free if it expects a response), renew the SASL session if it is due (KIP-368:
-        a broker with ``connections.max.reauth.ms`` closes a connection that sends a request
-        after its session ended), then write its frame."""
-        await anyio.lowlevel.checkpoint_if_cancelled()  # no yield unless cancelled
+        io = self._io
         machine = self._machine
-        if (
-            self._io.writes_at_once
-            and not self._line
-            and machine.can_send
-            and not machine.renewal_due(now)
+        now = io.now()
+        if (machine.state is not ConnectionState.READY or not io.writes_at_once) and (
+            self._closes(now)
         ):
-            self._write_now(request, version, now, deadline, waiter)  # nobody to wait for
+            waiter.fail(self._closed_error())
             return
-        line = self._line
-        turn = line.join()
-        try:
-            takes = self._takes_a_request if waiter is not None else self._takes_any
-            if not (line.first(turn) and takes()):
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    await line.wait(turn, takes)
-                if scope.cancelled_caught:
-                    raise self._not_sent_error(request, version, deadline - now)
-            if machine.renewal_due(self._io.now()):
-                # at the head of the line: those behind wait until it is done, in order
-                await self.reauthenticate()
-                now = self._io.now()
-            frame = machine.send(request, version, now, deadline, waiter)
-            self.last_used = now
-            await self._write(frame, deadline, api_name(type(request)))
-            self._io.watch(deadline)
-        finally:
-            line.leave(turn)
+        if version is None:
+            try:
+                version = machine.version_for(type(request))
+            except KafkaError as exc:
+                waiter.fail(exc)
+                return
+        deadline = now + (self._request_timeout if timeout is None else timeout)
+        if not self._queue and io.writes_at_once and self._may_write(expects, now):
+            self._write_now(request, version, now, deadline, waiter, expects)  # nobody ahead
+            return
+        self._queue.append(_Queued(request, version, now, deadline, waiter, expects))
+        io.watch(deadline)  # a request that waits too long in the queue fails (`expire`)
+        self._pump()
+
+    def _may_write(self, expects: bool, now: float) -> bool:
+        """True if a request at the head of the queue may be written now: READY, an
+        in-flight slot free if it `expects` a response, the asyncio transport not paused if
+        it does not, and no SASL renewal due."""
+        machine = self._machine
+        if expects:
+            if not machine.can_send:
+                return False
+        elif machine.state is not ConnectionState.READY or not self._io.writable:
+            return False
+        return not machine.renewal_due(now)
 
     def _write_now(
         self,
         request: Request[Any],
         version: int,
-        now: float,
+        since: float,
         deadline: float,
-        waiter: Completion[Any] | None,
+        waiter: Completion[Any],
+        expects: bool,
     ) -> None:
+        """Write a request from this call (asyncio: the transport buffers it)."""
+        try:
+            frame = self._frame(request, version, since, deadline, waiter, expects)
+        except KafkaError as exc:
+            waiter.fail(exc)
+            return
         io = self._io
-        io.write_now(self._machine.send(request, version, now, deadline, waiter))
-        io.watch(deadline)
-        self.last_used = now
+        io.write_now(frame)
+        self.last_used = io.now()
+        if expects:
+            io.watch(deadline)
+        else:
+            waiter.complete(None)
+
+    def _frame(
+        self,
+        request: Request[Any],
+        version: int,
+        since: float,
+        deadline: float,
+        waiter: Completion[Any],
+        expects: bool,
+    ) -> bytes:
+        """The request's frame, noted in flight (its timeout counted from `since`, when it
+        was submitted); an encoding failure as a KafkaError."""
+        try:
+            return self._machine.send(
+                request, version, since, deadline, waiter if expects else None
+            )
+        except KafkaError:
+            raise
+        except Exception as exc:  # e.g. a value this version's encoding cannot carry
+            error = KafkaError(
+                f"{type(request).__name__} could not be sent: {type(exc).__name__}: {exc}"
+            )
+            raise error from exc
+
+    def _pump(self) -> None:
+        """Make the queue move (after a submit, a response, the end of a set-up step, the
+        transport resuming): on asyncio write the head while it may go, starting a SASL
+        renewal if one is due; on anyio streams wake the writer."""
+        queue = self._queue
+        if not queue:
+            return
+        if self._machine.closed:
+            self._fail_queued()
+            return
+        io = self._io
+        if not io.writes_at_once:
+            self._wake_writer()
+            return
+        while queue:
+            now = io.now()
+            head = queue[0]
+            if not self._may_write(head.expects, now):
+                if self._machine.renewal_due(now) and self._renewal is None:
+                    self._renewal = asyncio.get_running_loop().create_task(self._renew())
+                return
+            queue.popleft()
+            self._write_now(
+                head.request, head.version, head.queued_at, head.deadline, head.waiter, head.expects
+            )
+
+    async def _renew(self) -> None:
+        """The asyncio adapter's SASL renewal (KIP-368), in its own task: the queue waits,
+        then moves on (or fails with the connection if the renewal fails)."""
+        try:
+            await self.reauthenticate()
+        except Exception:
+            pass  # the connection closed, failing the queue; reauthenticate logged why
+        finally:
+            self._renewal = None
+        self._pump()
+
+    def _unqueue(self, waiter: Completion[Any]) -> None:
+        for entry in self._queue:
+            if entry.waiter is waiter:
+                self._queue.remove(entry)
+                return
+
+    def _expire_queued(self, now: float) -> None:
+        """Fail the queued requests past their deadline (KafkaTimeoutError); one the broker
+        does not answer and that could not be written closes the connection (the broker is
+        not reading)."""
+        queue = self._queue
+        if not queue or all(e.deadline > now for e in queue):
+            return
+        stuck = False
+        for entry in [e for e in queue if e.deadline <= now]:
+            queue.remove(entry)
+            stuck = stuck or not entry.expects
+            entry.waiter.fail(self._not_sent_error(entry, now))
+        if stuck:
+            event = self._machine.close(
+                KafkaTimeoutError("the broker did not read a request in time")
+            )
+            if event is not None:
+                self._on_closed(event)
+
+    def _fail_queued(self) -> None:
+        """The connection closed: every queued request fails, in order."""
+        queue, self._queue = self._queue, deque()
+        reason = self._machine.close_reason
+        for entry in queue:
+            if isinstance(reason, KafkaConnectionError):  # it says why (a failed renewal)
+                error = copy.copy(reason)
+                error.__cause__, error.__traceback__ = reason.__cause__, None
+            else:
+                error = self._closed_error()
+            entry.waiter.fail(error)
+
+    # -- the writer of anyio streams ----------------------------------------------------
+
+    @property
+    def needs_writer(self) -> bool:
+        """True if queued requests need a task to write them (anyio streams: TLS, trio)
+        and none runs yet: run :meth:`serve` in one."""
+        return not self._io.writes_at_once and not self._served
+
+    async def serve(self) -> None:
+        """Write the queue and read the responses of an anyio-stream connection until it
+        closes (run it in a task of the connection's owner). Returns at once on asyncio's
+        plain TCP adapter (it needs no task)."""
+        if self._served or self._io.writes_at_once:
+            return
+        self._served = True
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._read_responses)
+                await self._write_queued(None)
+                tg.cancel_scope.cancel()
+        finally:
+            self._served = False
+            if self.closed:
+                await self._io.aclose(_CLOSE_GRACE)
+
+    async def _read_responses(self) -> None:
+        while not self.closed:
+            if self._machine.in_flight:
+                await self._io.read_in_flight()
+            else:
+                await self._writer_event().wait()
+
+    def _writer_event(self) -> anyio.Event:
+        event = self._wake
+        if event is None or event.is_set():
+            event = self._wake = anyio.Event()
+        return event
+
+    def _wake_writer(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _write_queued(self, until: Completion[Any] | None) -> None:
+        """Write queued requests in order as the connection takes them (anyio streams),
+        until `until` is written or done (None: until the connection closes); one writer
+        at a time. A due SASL renewal runs first, at the head of the queue."""
+        async with self._write_lock:
+            queue = self._queue
+            while not self.closed and (until is None or not until.done):
+                io = self._io
+                now = io.now()
+                self._expire_queued(now)
+                if until is not None and not any(e.waiter is until for e in queue):
+                    return  # written (or failed): its caller reads for it
+                if queue and self._machine.renewal_due(now):
+                    try:
+                        await self.reauthenticate()
+                    except KafkaError:
+                        pass  # closed: the queue fails below
+                    continue
+                if queue and self._may_write(queue[0].expects, now):
+                    entry = queue.popleft()
+                    try:
+                        frame = self._frame(
+                            entry.request,
+                            entry.version,
+                            entry.queued_at,
+                            entry.deadline,
+                            entry.waiter,
+                            entry.expects,
+                        )
+                    except KafkaError as exc:
+                        entry.waiter.fail(exc)
+                        continue
+                    self.last_used = now
+                    try:
+                        await self._write(frame, entry.deadline, api_name(type(entry.request)))
+                    except KafkaError as exc:  # closed: a request in flight failed with it
+                        entry.waiter.fail(exc)
+                        continue
+                    if not entry.expects:
+                        entry.waiter.complete(None)
+                    self._wake_writer()  # the reader: a response is due
+                    continue
+                deadline = min((e.deadline for e in queue), default=math.inf)
+                with anyio.move_on_after(max(deadline - now, 0.0) if queue else None):
+                    await self._writer_event().wait()
+            if self.closed:
+                self._fail_queued()
 
     async def _write(self, frame: bytes, deadline: float, what: str) -> None:
-        """Write a frame (the writer's turn: no other sender writes meanwhile)."""
+        """Write a frame (the writer's turn: nobody else writes meanwhile)."""
         try:
             await self._io.write(frame, deadline)
         except TimeoutError:
@@ -475,17 +673,6 @@ class Connection:
                 f"connection to {self} was lost while sending {what}: {describe_error(exc)}"
             ) from exc
 
-    def _takes_a_request(self) -> bool:
-        """The head of the line may go: an in-flight slot is free (or it is closed: then the
-        sender learns it)."""
-        machine = self._machine
-        return machine.can_send or machine.closed
-
-    def _takes_any(self) -> bool:
-        """The head of the line may go with a request the broker does not answer."""
-        state = self._machine.state
-        return state is ConnectionState.READY or state is ConnectionState.CLOSED
-
     def _closes(self, now: float) -> bool:
         """True if closed. On anyio streams (no timer: waiting senders watch the deadlines)
         a request whose caller gave up may be past its deadline with nobody reading: it
@@ -501,11 +688,18 @@ class Connection:
             f"connection to {self} is closed{f': {reason}' if reason is not None else ''}"
         )
 
-    def _not_sent_error(self, request: Any, version: int, seconds: float) -> KafkaTimeoutError:
+    def _not_sent_error(self, entry: _Queued, now: float) -> KafkaTimeoutError:
+        what = f"{api_name(type(entry.request))} request (v{entry.version}) to {self}"
+        seconds = entry.deadline - entry.queued_at
+        if not entry.expects:
+            return KafkaTimeoutError(
+                f"{what} could not be written within {seconds:g} s (the broker is not "
+                "reading); the connection was closed"
+            )
         return KafkaTimeoutError(
-            f"{api_name(type(request))} request (v{version}) to {self} could not be sent "
-            f"within {seconds:g} s: {self.config.max_in_flight_requests_per_connection} "
-            "requests were in flight and none was answered"
+            f"{what} could not be sent within {seconds:g} s: "
+            f"{self.config.max_in_flight_requests_per_connection} requests were in flight "
+            "and none was answered"
         )
 
     # -- what the I/O reports (ConnectionEvents) ----------------------------------------
@@ -514,15 +708,18 @@ class Connection:
         """Bytes arrived: the machine completes the requests they answer."""
         self.last_used = now
         events = self._machine.receive_data(data, now)
-        if self._line:
-            self._line.notify()  # a slot may be free for the sender at the head
         if events:
             self._handle(events)
+        self._pump()  # a slot may be free for the head of the queue
+
+    def writable(self) -> None:
+        self._pump()
 
     def lost(self, error: BaseException | None) -> None:
         self._handle(self._machine.connection_lost(error))
 
     def expire(self, now: float) -> None:
+        self._expire_queued(now)
         machine = self._machine
         event = machine.expire(now)
         if event is not None:
@@ -531,6 +728,8 @@ class Connection:
             deadline = machine.next_deadline()
             if deadline is not None:
                 self._io.watch(deadline)
+        if self._queue:
+            self._io.watch(min(e.deadline for e in self._queue))
 
     def _handle(self, events: Sequence[Event]) -> None:
         setup = self._setup_events
@@ -545,8 +744,11 @@ class Connection:
     def _on_closed(self, event: Closed) -> None:
         """The machine closed (every request in flight failed): drop the socket."""
         self._io.abort()
-        if self._line:
-            self._line.notify()  # senders waiting in line learn it
+        self._fail_queued()
+        self._wake_writer()  # the writer and reader of anyio streams end
+        renewal = self._renewal
+        if renewal is not None and renewal is not asyncio.current_task():
+            renewal.cancel()  # closed while it renewed the SASL session: nothing to renew
         if not self._announced:
             return  # connect() raises what went wrong
         if event.cause is None:

@@ -10,7 +10,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from kafkaio.errors import KafkaError, KafkaProtocolError
 
@@ -22,7 +22,7 @@ log = logging.getLogger("kafkaio.net")
 class ResponseSlot(Protocol):
     """Where a request's outcome goes: a response or an error (a Completion)."""
 
-    def complete(self, value: Any) -> bool: ...
+    def complete(self, value: object) -> bool: ...
 
     def fail(self, error: BaseException) -> bool: ...
 

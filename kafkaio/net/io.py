@@ -24,13 +24,21 @@ class ConnectionEvents(Protocol):
     def expire(self, now: float) -> None:
         """A request's deadline may have passed: close if one has."""
 
+    def writable(self) -> None:
+        """The transport takes more data again (asyncio's resume_writing)."""
+
 
 class ConnectionIO(Protocol):
     """One connection's socket, as the Connection uses it."""
 
     #: True if `write_now` takes a whole frame without waiting (an asyncio transport
-    #: buffers it): then requests are written from the sender's own call.
+    #: buffers it): then requests are written from the submitting call, else by a writer.
     writes_at_once: bool
+
+    @property
+    def writable(self) -> bool:
+        """False while written data waits for the peer to read (a request the broker does
+        not answer waits in the queue then)."""
 
     def now(self) -> float:
         """anyio's clock."""
@@ -48,8 +56,9 @@ class ConnectionIO(Protocol):
     def watch(self, deadline: float) -> None:
         """A request in flight is due at `deadline`: report `expire` by then."""
 
-    async def drain(self) -> None:
-        """Return once what was written is on its way (bounded by the caller's scope)."""
+    async def read_in_flight(self) -> None:
+        """Read until no request is in flight (anyio streams' reader; asyncio reads from
+        callbacks)."""
 
     def abort(self) -> None:
         """The state machine closed: drop the socket as soon as possible (no await)."""

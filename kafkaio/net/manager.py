@@ -284,13 +284,9 @@ class ConnectionManager:
         self._check_open()
         await self._close_retired()
         now = monotonic()
-        candidates = [
-            (conn.in_flight, self._rand(), conn)
-            for slot in (*self._node_slots.values(), *self._bootstrap_slots.values())
-            if (conn := slot.open_connection()) is not None and not self._idle(conn, now)
-        ]
-        if candidates:
-            return min(candidates, key=lambda c: (c[0], c[1]))[2]
+        conn = self._least_loaded_open(now)
+        if conn is not None:
+            return conn
         node_ids = list(self._nodes)
         if node_ids:
             start = int(self._rand() * len(node_ids))
@@ -304,6 +300,23 @@ class ConnectionManager:
                 except KafkaConnectionError:
                     continue
         return await self.bootstrap()
+
+    def least_loaded_ready(self) -> Connection | None:
+        """The open connection with the fewest in-flight requests if one can take a
+        request at once (as :meth:`ready`); None otherwise (then :meth:`least_loaded`)."""
+        if self._closed or self._retired:
+            return None
+        return self._least_loaded_open(monotonic())
+
+    def _least_loaded_open(self, now: float) -> Connection | None:
+        candidates = [
+            (conn.in_flight, self._rand(), conn)
+            for slot in (*self._node_slots.values(), *self._bootstrap_slots.values())
+            if (conn := slot.open_connection()) is not None and not self._idle(conn, now)
+        ]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda c: (c[0], c[1]))[2]
 
     async def send(
         self,

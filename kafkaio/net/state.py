@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -334,6 +334,8 @@ class ConnectionMachine:
                 entry = inflight.pop_response(peek_correlation_id(frame))
             except KafkaProtocolError as exc:
                 return [*events, *self._fail(exc)]
+            # the response class of the request in flight (its waiter was typed by `send`)
+            response: object
             try:
                 response = decode_response(entry.api_key, entry.api_version, frame)
             except Exception as exc:  # a codec failure of any kind is a protocol error
@@ -455,7 +457,7 @@ class ConnectionMachine:
         return Write(frame)
 
     def _on_setup_response(
-        self, entry: InFlightRequest[Any], response: Any, now: float
+        self, entry: InFlightRequest[Any], response: object, now: float
     ) -> Sequence[Event]:
         state = self.state
         if isinstance(response, ApiVersionsResponse) and state is ConnectionState.VERSIONS:
@@ -590,7 +592,7 @@ class ConnectionMachine:
         self,
         cause: BaseException | None,
         timed_out: set[int] | None = None,
-        timeout_error: Any = None,
+        timeout_error: Callable[[InFlightRequest[Any]], BaseException] | None = None,
     ) -> Closed:
         if self._renewing and cause is not None:
             cause = self._renewal_error(cause)
@@ -599,9 +601,8 @@ class ConnectionMachine:
         self._reauthenticating = self._renewing = False
 
         def error_for(entry: InFlightRequest[Any]) -> BaseException:
-            if timed_out is not None and id(entry) in timed_out:
-                error: BaseException = timeout_error(entry)
-                return error
+            if timed_out is not None and timeout_error is not None and id(entry) in timed_out:
+                return timeout_error(entry)
             name = api_name_for_key(entry.api_key)
             if cause is None:
                 error = KafkaConnectionError(
@@ -651,7 +652,9 @@ def _api_versions_request() -> ApiVersionsRequest:
     )
 
 
-def _unsupported_api_versions(entry: InFlightRequest[Any], frame: memoryview) -> Any:
+def _unsupported_api_versions(
+    entry: InFlightRequest[Any], frame: memoryview
+) -> ApiVersionsResponse | None:
     """An ApiVersions answer of UNSUPPORTED_VERSION whose body does not decode, else None.
 
     Some brokers (librdkafka's mock cluster) answer a too-new ApiVersions request with a body

@@ -10,6 +10,7 @@ is timed out even while another task reads.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,7 +32,8 @@ STREAM_ERRORS = (OSError, anyio.BrokenResourceError, anyio.EndOfStream, anyio.Cl
 class StreamIO:
     """One connection's anyio byte stream; received bytes go to ``events``."""
 
-    writes_at_once = False  # a write may wait for the socket: one sender writes at a time
+    writes_at_once = False  # a write may wait for the socket: one writer at a time
+    writable = True  # `write` waits for the socket itself
 
     def __init__(
         self, stream: anyio.abc.ByteStream, machine: ConnectionMachine, events: ConnectionEvents
@@ -57,19 +59,30 @@ class StreamIO:
             raise TimeoutError
 
     async def wait(self, completion: Completion[Any]) -> None:
+        await self._read_until(lambda: completion.done)
+        if not completion.done:
+            completion.fail(KafkaConnectionError(f"connection to {self._machine.peer} is closed"))
+
+    async def read_in_flight(self) -> None:
+        """Read until no request is in flight (or the connection closed)."""
+        machine = self._machine
+        await self._read_until(lambda: not machine.in_flight)
+
+    async def _read_until(self, done: Callable[[], bool]) -> None:
+        """Read (taking turns with other readers) until ``done()`` or the connection closed;
+        report the deadlines of the requests in flight as they pass."""
         machine = self._machine
         lock = self._read_lock
-        while not completion.done:
+        while not done():
             if machine.closed:
-                completion.fail(KafkaConnectionError(f"connection to {machine.peer} is closed"))
                 return
             # until the earliest deadline in flight (this request's, or an earlier one)
             with anyio.CancelScope(deadline=_deadline(machine)) as scope:
-                while not completion.done and not machine.closed:
+                while not done() and not machine.closed:
                     if not _take(lock):
                         await lock.acquire()
                     try:
-                        if not completion.done and not machine.closed:
+                        if not done() and not machine.closed:
                             await self._read_once()
                     finally:
                         lock.release()
@@ -94,9 +107,6 @@ class StreamIO:
 
     def watch(self, deadline: float) -> None:
         return None  # the reader reads until the earliest deadline
-
-    async def drain(self) -> None:
-        return None  # `write` returns once the stream took the bytes
 
     def abort(self) -> None:
         return None  # closed by the task that saw the machine close (`_close_if_needed`)

@@ -30,7 +30,7 @@ def _release(future: asyncio.Future[None], _: Any) -> None:
 class AsyncioWire(asyncio.Protocol):
     """One TCP connection's transport: received bytes and a loss go to ``events``."""
 
-    writes_at_once = True  # the transport buffers a whole frame: no sender waits to write
+    writes_at_once = True  # the transport buffers a whole frame: written from the call
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -75,6 +75,8 @@ class AsyncioWire(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.paused = False
         self._wake()
+        if self.events is not None:
+            self.events.writable()
 
     # -- the connection's I/O -------------------------------------------------------------
 
@@ -86,6 +88,11 @@ class AsyncioWire(asyncio.Protocol):
             events.received(data, self.loop.time())
         for exc in self._early_loss:
             events.lost(exc)
+
+    @property
+    def writable(self) -> bool:
+        """False while the transport's buffer is over its high-water mark."""
+        return not self.paused
 
     def now(self) -> float:
         return self.loop.time()  # anyio's clock on asyncio
@@ -125,12 +132,8 @@ class AsyncioWire(asyncio.Protocol):
             self._timer = None
             self._timer_at = math.inf
 
-    async def drain(self) -> None:
-        """Return once the transport takes more data (or the connection is gone)."""
-        while self.paused and not self.lost:
-            waiter = self.loop.create_future()
-            self._waiters.append(waiter)
-            await waiter
+    async def read_in_flight(self) -> None:
+        return None  # responses are read from the protocol's callbacks
 
     def abort(self) -> None:
         """Drop the connection now (from a callback too): no more bytes either way."""

@@ -238,7 +238,7 @@ class Sender:
             ],
         )
 
-        def handler(now: float, response: ProduceResponse, error: BaseException | None) -> None:
+        def handler(now: float, response: ProduceResponse | None, error: BaseException | None) -> None:
             self._on_produce(node, batches, now, response, error)
 
         return UnsentRequest(
@@ -252,7 +252,7 @@ class Sender:
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def _on_init(self, now: float, response: InitProducerIdResponse, error: BaseException | None) -> None:
+    def _on_init(self, now: float, response: InitProducerIdResponse | None, error: BaseException | None) -> None:
         if error is not None:
             self.idempotence.on_failure(now, error)
         else:
@@ -273,7 +273,7 @@ class Sender:
         node: int,
         batches: list[ProducerBatch],
         now: float,
-        response: ProduceResponse,
+        response: ProduceResponse | None,
         error: BaseException | None,
     ) -> None:
         self._node_in_flight[node] -= 1

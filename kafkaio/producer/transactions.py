@@ -550,7 +550,7 @@ class TransactionManager:
         elif isinstance(request, EndTxnRequest):
             max_version = END_TXN_MAX_VERSION
 
-        def on_done(now: float, response: Any, error: BaseException | None) -> None:
+        def on_done(now: float, response: Any | None, error: BaseException | None) -> None:
             self._in_flight = False
             if error is not None:
                 self._on_request_error(key, now, error, handler)
@@ -612,7 +612,7 @@ class TransactionManager:
     # -- FindCoordinator -------------------------------------------------------------------
 
     def _on_find_coordinator(
-        self, key: CoordinatorKey, now: float, response: FindCoordinatorResponse, error: BaseException | None
+        self, key: CoordinatorKey, now: float, response: FindCoordinatorResponse | None, error: BaseException | None
     ) -> None:
         self._in_flight = False
         if error is None:
@@ -659,7 +659,7 @@ class TransactionManager:
             producer_epoch=self._idem.epoch if bump else -1,
         )
 
-    def _on_init(self, now: float, response: InitProducerIdResponse, error: BaseException | None) -> None:
+    def _on_init(self, now: float, response: InitProducerIdResponse | None, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
             assert isinstance(response, InitProducerIdResponse)
@@ -670,6 +670,7 @@ class TransactionManager:
         if error is not None:
             self._handle(classify(error, _COMMON), error, now, key)
             return
+        assert response is not None  # no error: the response
         self._succeeded()
         bumped = self._bump_required
         self._idem.set_producer(response.producer_id, response.producer_epoch)
@@ -714,7 +715,7 @@ class TransactionManager:
             txn.new[tp] = None
         txn.adding.clear()
 
-    def _on_add_partitions(self, now: float, response: AddPartitionsToTxnResponse, error: BaseException | None) -> None:
+    def _on_add_partitions(self, now: float, response: AddPartitionsToTxnResponse | None, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         txn = self._txn
         if error is not None:
@@ -866,7 +867,7 @@ class TransactionManager:
             committed=self.state is S.COMMITTING_TRANSACTION,
         )
 
-    def _on_end_txn(self, now: float, response: EndTxnResponse, error: BaseException | None) -> None:
+    def _on_end_txn(self, now: float, response: EndTxnResponse | None, error: BaseException | None) -> None:
         key = (TRANSACTION_KEY, self.transactional_id)
         if error is None:
             assert isinstance(response, EndTxnResponse)

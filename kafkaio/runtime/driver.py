@@ -13,18 +13,17 @@ import functools
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from kafkaio.asynclib import asyncio_callback
+from kafkaio.asynclib import asyncio_callback, running_asyncio
 from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.net.manager import ConnectionManager
-from kafkaio.net.turns import Turn, Turns
 from kafkaio.runtime.completion import Completion
 from kafkaio.runtime.requests import ClosingRequestManager, RequestManager, UnsentRequest
 from kafkaio.runtime.wakeup import Wakeup
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
     from kafkaio.net.connection import Connection
 
 log = logging.getLogger("kafkaio.runtime")
+
+R = TypeVar("R")
 
 # Extra node addresses (e.g. the group coordinator's own connection id) to keep registered.
 NodeAddresses = Mapping[int, tuple[str, int]]
@@ -47,20 +48,6 @@ def now_ms() -> float:
     return monotonic() * 1000.0
 
 
-# A sender task with nothing to send ends after this long (a new one starts when needed).
-_SENDER_IDLE_S = 30.0
-
-
-class _IdleSender:
-    """A sender task waiting for its next request."""
-
-    __slots__ = ("request", "wakeup")
-
-    def __init__(self) -> None:
-        self.request: UnsentRequest[Any] | None = None
-        self.wakeup = Wakeup()
-
-
 class DriverStoppedError(KafkaError):
     """The client's network task has stopped (the client was closed, or a bug stopped it)."""
 
@@ -68,11 +55,12 @@ class DriverStoppedError(KafkaError):
 class NetworkDriver:
     """Runs `managers` (and the metadata manager) against `connections` in one task.
 
-    Start it with ``await task_group.start(driver.run)``; stop it with `stop`. Application
+    Start it with ``await task_group.start(driver.run)``; stop it with `stop`. Every request
+    goes to its connection one way (`_dispatch`, `_submit`: ``Connection.submit``, which
+    never waits); a task is started only to open a connection (`_connect`). Application
     code never calls managers while a request is being handled: handlers are plain
-    synchronous functions that run on the same event loop, in the driver's own tasks or (for
-    requests written at once on an established asyncio connection, `_send_now`) in event-loop
-    callbacks.
+    synchronous functions that run on the same event loop: from event-loop callbacks on
+    asyncio, in the network task's loop on trio.
     """
 
     def __init__(
@@ -104,16 +92,14 @@ class NetworkDriver:
         self._setup_error: KafkaError | None = None
         self._logged_setup_error = ""  # logged at ERROR once, until the cause changes
         self._tg: anyio.abc.TaskGroup | None = None
-        self._idle: list[_IdleSender] = []  # sender tasks waiting for a request
-        # requests a loop callback could neither write nor hand to an idle sender task (a
-        # task cannot be started from a callback): the loop dispatches them
-        self._deferred: list[UnsentRequest[Any]] = []
-        # per node: requests that took the task path and have not reached their connection
-        # yet. While there are any, later requests to the node take that path too, behind
-        # them: requests reach a broker in the order the managers made them (the producer
-        # relies on it when several batches of a partition are in flight)
-        self._lines: dict[int, Turns] = {}
-        self._turn_of: dict[int, Turn] = {}  # id() of a request in a line: its place there
+        self._asyncio = True  # handlers run from event-loop callbacks (else in the loop)
+        # per node (None: any node): requests waiting for a connection to be opened, in
+        # the order they were made; later ones to the node line up behind them. Once it is
+        # open they go to it, which keeps that order (the producer relies on it when
+        # several batches of a partition are in flight)
+        self._waiting: dict[int | None, list[UnsentRequest[Any]]] = {}
+        self._connecting: set[int | None] = set()  # nodes whose set-up task runs
+        self._done: list[tuple[UnsentRequest[Any], Completion[Any]]] = []  # see _on_completion
         # seconds the loop sleeps waiting for work, recorded once per sleep (io-wait-*)
         self._io_wait = io_wait
         # the close phase (`close`): managers' poll_on_close instead of poll, until done
@@ -199,6 +185,7 @@ class NetworkDriver:
             log.debug(
                 "network task starting on %s: %s", current_backend(), installation().summary()
             )
+        self._asyncio = running_asyncio()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             self._running = True
@@ -226,14 +213,15 @@ class NetworkDriver:
                 tg.cancel_scope.cancel()
 
     def run_once(self) -> float:
-        """Poll every manager once, start sending their requests; returns ms to sleep."""
+        """Handle what is done, poll every manager once and hand their requests to the
+        connections (starting those to open); returns ms to sleep."""
+        if self._done:
+            self._handle_done()
         requests, wait = self._poll_managers()
-        if self._deferred:
-            deferred, self._deferred = self._deferred, []
-            for request in deferred:
-                self._to_task(request)  # queued already (`_queue`)
         for request in requests:
             self._dispatch(request)
+        if self._waiting:
+            self._start_connecting()
         return wait
 
     def _poll_managers(self) -> tuple[list[UnsentRequest[Any]], float]:
@@ -312,95 +300,105 @@ class NetworkDriver:
             nodes.update(self._published_extra)
         self.connections.update_nodes(nodes)
 
-    def _dispatch(self, request: UnsentRequest[Any]) -> None:
-        """Write `request` at once if its connection can take it (`_send_now`); else hand
-        it to an idle sender task, or start one (a task per request in flight, kept for
-        reuse: starting a task costs more than waking one)."""
-        if not self._send_now(request):
-            self._queue(request)
-            self._to_task(request)
+    def _dispatch(self, unsent: UnsentRequest[Any]) -> None:
+        """Hand `unsent` to its connection (`_submit`), or, with no connection ready for
+        its node (or requests already waiting for it), put it in line for the connection
+        that the loop's set-up task opens (`_connect`). Never waits: callable from the
+        loop, a handler or an event-loop callback."""
+        node = unsent.node_id
+        if node not in self._waiting:
+            connections = self.connections
+            conn = connections.ready(node) if node is not None else connections.least_loaded_ready()
+            if conn is not None and not conn.needs_writer:
+                self._submit(conn, unsent)
+                return
+        waiting = self._waiting.get(node)
+        if waiting is None:
+            waiting = self._waiting[node] = []
+        waiting.append(unsent)
+        if node not in self._connecting:
+            self.wakeup()  # the loop starts the set-up task (`_start_connecting`)
 
-    def _queue(self, request: UnsentRequest[Any]) -> None:
-        """`request` takes the task path: later requests to its node line up behind it."""
-        node_id = request.node_id
-        if node_id is not None:
-            line = self._lines.get(node_id)
-            if line is None:
-                line = self._lines[node_id] = Turns()
-            self._turn_of[id(request)] = line.join()
-
-    async def _wait_turn(self, request: UnsentRequest[Any]) -> None:
-        """Wait until the requests queued before `request` to its node have left the line."""
-        node_id = request.node_id
-        if node_id is not None:
-            await self._lines[node_id].wait(self._turn_of[id(request)])
-
-    def _dequeue(self, request: UnsentRequest[Any]) -> None:
-        """`request` reached its connection (it is written, or waits for an in-flight
-        permit in line), or failed before: the next request to its node may go."""
-        node_id = request.node_id
-        if node_id is None:
-            return
-        line = self._lines[node_id]
-        line.leave(self._turn_of.pop(id(request)))
-        if not line:
-            del self._lines[node_id]
-
-    def _to_task(self, request: UnsentRequest[Any]) -> None:
-        if self._idle:
-            slot = self._idle.pop()
-            slot.request = request
-            slot.wakeup.set()
-            return
-        assert self._tg is not None
-        self._tg.start_soon(self._sender_task, request)
-
-    def _send_now(self, unsent: UnsentRequest[Any]) -> bool:
-        """The fast path of an established asyncio connection: write `unsent` from this call,
-        and run its handler from an event-loop callback once the response is read
-        (`_on_response`), so neither waits for a sender task to be scheduled. False when
-        the request needs a task: no open connection yet, every in-flight permit taken, any
-        node, no response expected, trio or TLS, an error to hand to the handler, or an
-        earlier request to the node still on its way in a task (see `_lines`)."""
-        node_id = unsent.node_id
-        if node_id is None or not unsent.expect_response or node_id in self._lines:
-            return False
-        conn = self.connections.ready(node_id)
-        if conn is None:
-            return False
+    def _submit(self, conn: Connection, unsent: UnsentRequest[R]) -> None:
+        """The one hand-off: the connection writes `unsent` at once or in its turn, and its
+        Completion brings the outcome to `_on_completion`."""
+        timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
+        done: Completion[R]
         try:
             version = self._version(conn, unsent)
-        except UnsupportedVersionError:
-            return False  # the task path hands it to the handler
-        timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
-        try:
-            sent = conn.send_soon(unsent.request, version, timeout)
-        except Exception:
-            return False  # e.g. a field this version cannot carry: the task path reports it
-        if sent is None:
-            return False
-        sent.add_done_callback(functools.partial(self._on_completion, unsent))
-        return True
+        except UnsupportedVersionError as exc:
+            done = Completion()
+            done.fail(exc)
+        else:
+            if unsent.expect_response:
+                done = conn.submit(unsent.request, version, timeout)
+            else:  # completes with None once written: a handler of R | None takes it
+                done = cast("Completion[R]", conn.submit_no_response(unsent.request, version, timeout))
+        done.add_done_callback(functools.partial(self._on_completion, unsent))
 
-    def _on_completion(self, unsent: UnsentRequest[Any], sent: Completion[Any]) -> None:
-        """A `_send_now` request is done (called from the read that completed it, or from
-        the connection's failure): its handler runs from an event-loop callback, in turn
-        with the others this read made ready; with ``handle_on_read`` a response is handled
-        at once, from the read. (An error always goes through the loop: it may come from
-        inside the connection's own bookkeeping, e.g. while it closes.)"""
-        if unsent.handle_on_read and sent.error is None:
-            self._on_response(unsent, sent.value, None)
+    def _start_connecting(self) -> None:
+        """Start a set-up task for each node that has requests waiting and none yet."""
+        if len(self._connecting) == len(self._waiting):
+            return
+        assert self._tg is not None
+        for node in self._waiting:
+            if node not in self._connecting:
+                self._connecting.add(node)
+                self._tg.start_soon(self._connect, node)
+
+    async def _connect(self, node: int | None) -> None:
+        """Open the connection to `node` (None: the least loaded one) and hand it the
+        requests waiting for it, in order, or fail them with why it could not be opened.
+        On anyio streams (TLS, trio) the task goes on as the connection's writer and
+        reader (`Connection.serve`) until it closes."""
+        error: KafkaError | None = None
+        try:
+            try:
+                if node is None:
+                    conn = await self.connections.least_loaded()
+                else:
+                    conn = await self.connections.get(node)
+            except KafkaError as exc:
+                error = exc
+                if not exc.retriable:
+                    self._fail_setup(exc)
+        finally:
+            self._connecting.discard(node)
+        waiting = self._waiting.pop(node, [])
+        if error is not None:
+            for unsent in waiting:
+                failed: Completion[Any] = Completion()
+                failed.fail(_copy_error(error))
+                self._on_completion(unsent, failed)
+            return
+        self._setup_error = None  # connected (or connected before): callers may go on
+        self._logged_setup_error = ""
+        for unsent in waiting:  # no yield from `get` to here: they go first, in order
+            self._submit(conn, unsent)
+        if conn.needs_writer:
+            await conn.serve()
+
+    def _on_completion(self, unsent: UnsentRequest[R], done: Completion[R]) -> None:
+        """A request is done. On asyncio its handler runs from an event-loop callback, in
+        turn with the others a read made ready; with ``handle_on_read`` a response is
+        handled at once, from the read. (An error always goes through the loop: it may come
+        from inside the connection's own bookkeeping, e.g. while it closes, or from the
+        hand-off itself.) Elsewhere (trio) the network task handles it in its next turn."""
+        if not self._asyncio:
+            self._done.append((unsent, done))
+            self.wakeup()
+        elif unsent.handle_on_read and done.error is None and unsent.expect_response:
+            self._on_response(unsent, done.value, None)
         else:
             asyncio.get_running_loop().call_soon(
-                self._on_response, unsent, sent.value, sent.error
+                self._on_response, unsent, done.value, done.error
             )
 
     def _on_response(
-        self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None
+        self, unsent: UnsentRequest[R], response: R | None, error: BaseException | None
     ) -> None:
-        """A `_send_now` request's outcome (an event-loop callback, outside any task): run its
-        handler and send what the managers want next. Dropped once the driver has stopped
-        (as a cancelled sender task drops its response)."""
+        """A request's outcome (an event-loop callback, outside any task): run its handler
+        and hand over what the managers want next. Dropped once the driver has stopped."""
         if not self._running:
             return
         # anyio may ask sniffio for its backend, which finds no task here: say it is asyncio,
@@ -409,89 +407,16 @@ class NetworkDriver:
             try:
                 self._handle(unsent, response, error)
                 for request in self._poll_after_response():
-                    if self._send_now(request):
-                        continue
-                    self._queue(request)
-                    if self._idle:
-                        self._to_task(request)
-                    else:
-                        self._deferred.append(request)
-                        self.wakeup()
+                    self._dispatch(request)
             except Exception as exc:  # a manager bug, raised outside the driver's tasks
                 log.exception("polling the request managers failed; stopping the network task")
                 self._crash(exc)
 
-    async def _sender_task(self, first: UnsentRequest[Any]) -> None:
-        """Send requests (and the follow-ups their responses allow) until idle too long."""
-        request = first
-        while True:
-            await self._send(request)
-            if self._stopping or not self._running:
-                return
-            slot = _IdleSender()
-            self._idle.append(slot)
-            await slot.wakeup.wait(_SENDER_IDLE_S)
-            if slot.request is None:  # idle for too long: end (dispatch saw it idle no more)
-                self._idle.remove(slot)
-                return
-            request = slot.request
-
-    async def _send(self, unsent: UnsentRequest[Any]) -> None:
-        request: UnsentRequest[Any] | None = unsent
-        while request is not None:
-            if not await self._send_one(request):
-                # a failure may come without any wait (no connection): yield before the
-                # next request, so a manager retrying at once cannot starve the event loop
-                await anyio.lowlevel.checkpoint()
-            follow_ups = self._poll_after_response()
-            request = None
-            for follow_up in follow_ups:
-                if self._send_now(follow_up):
-                    continue
-                self._queue(follow_up)
-                if request is None:
-                    request = follow_up  # sent from this task (it is here already)
-                else:
-                    self._to_task(follow_up)
-
-    async def _send_one(self, unsent: UnsentRequest[Any]) -> bool:
-        """Send one request and run its handler; False if it failed."""
-        response: Any = None
-        error: BaseException | None = None
-        queued = True
-        try:
-            try:
-                if unsent.node_id is None:
-                    conn = await self.connections.least_loaded()
-                else:
-                    await self._wait_turn(unsent)
-                    conn = await self.connections.get(unsent.node_id)
-            except KafkaError as exc:
-                if not exc.retriable:
-                    self._fail_setup(exc)
-                raise
-            self._setup_error = None  # connected (or connected before): callers may go on
-            self._logged_setup_error = ""
-            queued = False
-            self._dequeue(unsent)  # no yield from here until it is in the connection's line
-            version = self._version(conn, unsent)
-            if unsent.expect_response:
-                timeout = None if unsent.timeout_ms is None else unsent.timeout_ms / 1000.0
-                response = await conn.send(unsent.request, version=version, timeout=timeout)
-            else:
-                await conn.send_no_response(unsent.request, version=version)
-        except KafkaError as exc:
-            error = exc
-        except Exception as exc:  # e.g. a value the request's encoding cannot carry
-            error = KafkaError(
-                f"{type(unsent.request).__name__} could not be sent: {type(exc).__name__}: {exc}"
-            )
-            error.__cause__ = exc
-        finally:
-            if queued:
-                self._dequeue(unsent)
-        self._handle(unsent, response, error)
-        return error is None
+    def _handle_done(self) -> None:
+        """The outcomes `_on_completion` left for the loop (trio)."""
+        done, self._done = self._done, []
+        for unsent, completion in done:
+            self._handle(unsent, completion.value, completion.error)
 
     @staticmethod
     def _version(conn: Connection, unsent: UnsentRequest[Any]) -> int:
@@ -508,7 +433,9 @@ class NetworkDriver:
                 )
         return version
 
-    def _handle(self, unsent: UnsentRequest[Any], response: Any, error: BaseException | None) -> None:
+    def _handle(
+        self, unsent: UnsentRequest[R], response: R | None, error: BaseException | None
+    ) -> None:
         """Run `unsent`'s handler; a handler that raises stops the driver."""
         try:
             unsent.handler(now_ms(), response, error)

@@ -14,10 +14,10 @@ from kafkaio.protocol.api import Request
 
 R = TypeVar("R")
 
-# The driver calls it once, with the time (ms) and either the response or the error. The
-# response is typed as the request's response class (``Request[R]``): it is that object when
-# the error is None, and None otherwise.
-CompletionHandler = Callable[[float, R, "BaseException | None"], None]
+# The driver calls it once, with the time (ms) and either the response or the error: the
+# request's response class (``Request[R]``) and None, or None and the error (None and None
+# for a request the broker does not answer, once it is written).
+CompletionHandler = Callable[[float, "R | None", "BaseException | None"], None]
 
 
 @dataclass(slots=True)

@@ -318,7 +318,7 @@ class ShareFetchManager:
         session.in_flight = True
         sent_epoch, session_id = session.epoch, session.session_id
 
-        def handler(at: float, response: ShareFetchResponseV1, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareFetchResponseV1 | None, error: BaseException | None) -> None:
             self._on_fetch(
                 at, now, session, session_id, sent_epoch, new_partitions, sent_acks, response, error
             )
@@ -352,7 +352,7 @@ class ShareFetchManager:
         session.in_flight = True
         session_id = session.session_id
 
-        def handler(at: float, response: ShareAcknowledgeResponseV1, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareAcknowledgeResponseV1 | None, error: BaseException | None) -> None:
             self._on_acknowledge(at, session, session_id, epoch, sent_acks, response, error)
 
         return UnsentRequest(session.node_id, request, handler)
@@ -368,18 +368,19 @@ class ShareFetchManager:
         sent_epoch: int,
         new_partitions: set[TopicPartition],
         sent_acks: dict[TopicPartition, tuple[int, ...]],
-        response: ShareFetchResponseV1,
+        response: ShareFetchResponseV1 | None,
         error: BaseException | None,
     ) -> None:
         session.in_flight = False
         self.fetches += 1
-        if error is None and response.error_code:
+        if response is not None and response.error_code:
             error = error_for_code(response.error_code)(
                 response.error_message, group_id=self.group_id, node_id=session.node_id
             )
         if error is not None:
             self._request_failed(now, session, session_id, sent_acks, error)
             return
+        assert response is not None  # no error: the response
         session.failures = 0
         session.next_epoch()
         session.partitions = new_partitions
@@ -515,11 +516,11 @@ class ShareFetchManager:
         session_id: int,
         sent_epoch: int,
         sent_acks: dict[TopicPartition, tuple[int, ...]],
-        response: ShareAcknowledgeResponseV1,
+        response: ShareAcknowledgeResponseV1 | None,
         error: BaseException | None,
     ) -> None:
         session.in_flight = False
-        if error is None and response.error_code:
+        if response is not None and response.error_code:
             error = error_for_code(response.error_code)(
                 response.error_message, group_id=self.group_id, node_id=session.node_id
             )
@@ -531,6 +532,7 @@ class ShareFetchManager:
                 return
             self._request_failed(now, session, session_id, sent_acks, error)
             return
+        assert response is not None  # no error: the response
         cluster = self._metadata.cluster
         answered: set[TopicPartition] = set()
         for topic in response.responses:

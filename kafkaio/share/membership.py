@@ -138,7 +138,7 @@ class ShareMembershipManager:
         self._in_flight = True
         epoch = request.member_epoch
 
-        def handler(at: float, response: ShareGroupHeartbeatResponseV1, error: BaseException | None) -> None:
+        def handler(at: float, response: ShareGroupHeartbeatResponseV1 | None, error: BaseException | None) -> None:
             self._on_response(at, epoch, response, error)
 
         return PollResult([UnsentRequest(coordinator.connection_id, request, handler)])
@@ -156,27 +156,27 @@ class ShareMembershipManager:
     # -- responses ------------------------------------------------------------------------------
 
     def _on_response(
-        self, now: float, sent_epoch: int, response: ShareGroupHeartbeatResponseV1, error: BaseException | None
+        self, now: float, sent_epoch: int, response: ShareGroupHeartbeatResponseV1 | None, error: BaseException | None
     ) -> None:
         self._in_flight = False
         if sent_epoch == LEAVE_EPOCH:
             # whatever the answer, this member is gone (the coordinator expires it otherwise)
             self._transition(MemberState.LEFT)
-            if error is None and response.error_code:
+            if response is not None and response.error_code:
                 log.info(
                     "share group %r: leave answered %s",
                     self.group_id,
                     error_for_code(response.error_code).name,
                 )
             return
-        if error is None and response.error_code:
+        if response is not None and response.error_code:
             error = error_for_code(response.error_code)(
                 response.error_message, group_id=self.group_id, member_id=self.member_id
             )
-        if error is None:
-            self._on_success(now, response)
-        else:
+        if error is not None:
             self._on_error(now, error)
+        elif response is not None:
+            self._on_success(now, response)
 
     def _on_success(self, now: float, response: ShareGroupHeartbeatResponseV1) -> None:
         self._failures = 0

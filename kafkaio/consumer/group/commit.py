@@ -388,7 +388,7 @@ class CommitManager:
             ],
         )
 
-        def handler(t: float, response: OffsetCommitResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetCommitResponse | None, error: BaseException | None) -> None:
             commit.in_flight = False
             if not commit.handle.done:
                 self._on_commit_response(t, commit, response, error)
@@ -486,7 +486,7 @@ class CommitManager:
             require_stable=self._require_stable,
         )
 
-        def handler(t: float, response: OffsetFetchResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: OffsetFetchResponse | None, error: BaseException | None) -> None:
             fetch.in_flight = False
             if not fetch.handle.done:
                 self._on_fetch_response(t, fetch, response, error)

@@ -417,7 +417,7 @@ class ConsumerMembershipManager:
             self._transition(C.STABLE, "acknowledgement sent")
         sent_epoch = self.member_epoch
 
-        def handler(t: float, response: ConsumerGroupHeartbeatResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: ConsumerGroupHeartbeatResponse | None, error: BaseException | None) -> None:
             self._heartbeat_in_flight = False
             self._on_heartbeat_response(t, sent_epoch, response, error)
 
@@ -583,9 +583,11 @@ class ConsumerMembershipManager:
         if finish:
             self._leave_in_flight = True
 
-        def handler(t: float, response: ConsumerGroupHeartbeatResponse, error: BaseException | None) -> None:
-            if error is not None or (response is not None and response.error_code):
-                what = error if error is not None else error_for_code(response.error_code).name
+        def handler(t: float, response: ConsumerGroupHeartbeatResponse | None, error: BaseException | None) -> None:
+            what: object = error
+            if response is not None and response.error_code:
+                what = error_for_code(response.error_code).name
+            if what is not None:
                 log.info("group %r: leave heartbeat failed: %s", self.group_id, what)
             if finish and self._state is C.LEAVING:
                 self._leave_in_flight = False

@@ -139,9 +139,9 @@ class CoordinatorManager:
         request = lookup_request(CoordinatorType.GROUP, [self.group_id])
         return PollResult([UnsentRequest(None, request, self._on_response)])
 
-    def _on_response(self, now: float, response: FindCoordinatorResponse, error: BaseException | None) -> None:
+    def _on_response(self, now: float, response: FindCoordinatorResponse | None, error: BaseException | None) -> None:
         self._in_flight = False
-        if error is None:
+        if response is not None:  # answered (error is None)
             error = self._apply(now, response)
         if error is None:
             self._failures = 0

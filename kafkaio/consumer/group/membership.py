@@ -643,7 +643,7 @@ class ClassicMembershipManager:
         )
         log.info("group %r: joining (%s)", self.group_id, self._rejoin_reason)
 
-        def handler(t: float, response: JoinGroupResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: JoinGroupResponse | None, error: BaseException | None) -> None:
             if round_ == self._round and self._state is S.JOINING:
                 self._join_in_flight = False
                 self._on_join_response(t, response, error)
@@ -788,7 +788,7 @@ class ClassicMembershipManager:
         self._sync_in_flight = True
         round_ = self._round
 
-        def handler(t: float, response: SyncGroupResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: SyncGroupResponse | None, error: BaseException | None) -> None:
             if round_ == self._round and self._state is S.AWAITING_SYNC:
                 self._sync_in_flight = False
                 self._on_sync_response(t, response, error)
@@ -902,7 +902,7 @@ class ClassicMembershipManager:
             group_instance_id=self.group_instance_id,
         )
 
-        def handler(t: float, response: HeartbeatResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: HeartbeatResponse | None, error: BaseException | None) -> None:
             self._on_heartbeat_response(t, sent, response, error)
 
         return UnsentRequest(coordinator.connection_id, request, handler)
@@ -955,7 +955,7 @@ class ClassicMembershipManager:
         if finish:
             self._leave_in_flight = True
 
-        def handler(t: float, response: LeaveGroupResponse, error: BaseException | None) -> None:
+        def handler(t: float, response: LeaveGroupResponse | None, error: BaseException | None) -> None:
             self._on_leave_response(t, response, error, finish)
 
         return UnsentRequest(coordinator.connection_id, request, handler)

@@ -7,6 +7,7 @@ once per installed anyio backend (asyncio, trio).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import logging
@@ -249,17 +250,16 @@ def test_requests_are_written_in_the_order_send_was_called(backend: str) -> None
     assert arrived == names
 
 
-def test_send_soon_completes_from_the_read(caplog: pytest.LogCaptureFixture) -> None:
+def test_submit_completes_from_the_read(caplog: pytest.LogCaptureFixture) -> None:
     # Two responses in one read complete their requests in order, from the read itself: a
-    # done-callback may send on the connection, and one that raises is logged without
-    # breaking the connection.
+    # done-callback may submit on the connection (written at once), and one that raises is
+    # logged without breaking the connection.
     config = ConnectionConfig(max_in_flight_requests_per_connection=4, request_timeout_ms=5000)
     arrived: list[str] = []
 
     async def scenario() -> None:
         async with FakeBroker(_answering_in_pairs(arrived)) as broker:
             conn = await Connection.connect(broker.host, broker.port, config)
-            version = conn.version_for(m.MetadataRequest)
             order: list[str] = []
 
             def record(done: Any) -> None:
@@ -267,18 +267,18 @@ def test_send_soon_completes_from_the_read(caplog: pytest.LogCaptureFixture) -> 
 
             def then_send(done: Any) -> None:
                 record(done)
-                more = [conn.send_soon(metadata_request(n), version) for n in "cd"]
-                assert all(c is not None for c in more)  # from inside the read: at once
-                more[0].add_done_callback(failing)  # type: ignore[union-attr]
-                more[1].add_done_callback(record)  # type: ignore[union-attr]
+                more = [conn.submit(metadata_request(n)) for n in "cd"]
+                assert conn.in_flight == 2  # from inside the read: written at once
+                more[0].add_done_callback(failing)
+                more[1].add_done_callback(record)
 
             def failing(done: Any) -> None:
                 record(done)
                 raise RuntimeError("a callback bug")
 
-            a = conn.send_soon(metadata_request("a"), version)
-            b = conn.send_soon(metadata_request("b"), version)
-            assert a is not None and b is not None
+            a = conn.submit(metadata_request("a"))
+            b = conn.submit(metadata_request("b"))
+            assert conn.in_flight == 2
             a.add_done_callback(record)
             b.add_done_callback(then_send)
             with anyio.fail_after(5):
@@ -303,56 +303,89 @@ def test_send_soon_completes_from_the_read(caplog: pytest.LogCaptureFixture) -> 
     assert [r.getMessage() for r in caplog.records] == ["a response callback failed"]
 
 
-def test_send_soon_pipelines_and_completes_in_order(backend: str) -> None:
-    """send_soon writes at once on an asyncio connection (None on trio, or with every
-    slot taken, or once closed); each request's Completion is completed in order, and a
-    lost connection fails what is still in flight."""
+def test_submitted_requests_wait_in_the_queue_for_a_slot(backend: str) -> None:
+    """Every in-flight slot taken: the next request waits in the connection's queue and is
+    written once a response frees one (on anyio streams by the writer, `serve`); each
+    Completion completes in order, a lost connection fails what is in flight, and a
+    request submitted once it is closed fails at once."""
     config = ConnectionConfig(max_in_flight_requests_per_connection=2, request_timeout_ms=5000)
     go = anyio.Event()
+    arrived: list[str] = []
 
     async def handler(client: FakeClient) -> None:
         await client.answer_api_versions()
         first, second = await client.read_request(), await client.read_request()
+        arrived.extend(t.name for r in (first, second) for t in r.request.topics)
         await go.wait()
         for received in (first, second):
             await client.respond(received, metadata_response("c", received.request.topics[0].name))
-        await client.read_request()  # the third: never answered, the connection is dropped
+        third = await client.read_request()  # never answered: the connection is dropped
+        arrived.extend(t.name for t in third.request.topics)
         await client.stream.aclose()
 
     async def scenario() -> None:
-        outcomes: list[tuple[list[str] | None, BaseException | None]] = []
+        outcomes: list[tuple[str, list[str] | None, BaseException | None]] = []
 
-        def on_done(done: Any) -> None:
-            outcomes.append((None if done.error else topics(done.result()), done.error))
+        def on_done(name: str, done: Any) -> None:
+            outcomes.append((name, None if done.error else topics(done.result()), done.error))
 
-        async with FakeBroker(handler) as broker:
+        async with FakeBroker(handler) as broker, anyio.create_task_group() as tg:
             conn = await Connection.connect(broker.host, broker.port, config)
-            version = conn.version_for(m.MetadataRequest)
-            sent = [conn.send_soon(metadata_request(n), version) for n in "ab"]
-            if backend != "asyncio":
-                assert sent == [None, None] and conn.in_flight == 0
-                await conn.close()
-                return
-            for completion in sent:
-                assert completion is not None
-                completion.add_done_callback(on_done)
-            assert conn.in_flight == 2
-            assert conn.send_soon(metadata_request("c"), version) is None  # full
-            go.set()
+            assert conn.needs_writer == (backend != "asyncio")
+            tg.start_soon(conn.serve)  # returns at once on asyncio's plain TCP adapter
+            for name in "abc":
+                conn.submit(metadata_request(name)).add_done_callback(
+                    functools.partial(on_done, name)
+                )
             with anyio.fail_after(5):
-                while len(outcomes) < 2:
+                while conn.in_flight < 2:
                     await anyio.sleep(0.005)
-            assert outcomes == [(["a"], None), (["b"], None)] and conn.in_flight == 0
-            third = conn.send_soon(metadata_request("c"), version)
-            assert third is not None
-            third.add_done_callback(on_done)
+            await anyio.sleep(0.05)
+            assert conn.in_flight == 2 and outcomes == []  # "c" waits for a slot
+            go.set()
             with anyio.fail_after(5):
                 while len(outcomes) < 3:
                     await anyio.sleep(0.005)
-            names, error = outcomes[2]
-            assert names is None and isinstance(error, KafkaConnectionError)
+            assert outcomes[:2] == [("a", ["a"], None), ("b", ["b"], None)]
+            name, names, error = outcomes[2]
+            assert name == "c" and names is None and isinstance(error, KafkaConnectionError)
             assert conn.closed
-            assert conn.send_soon(metadata_request("d"), version) is None
+            late = conn.submit(metadata_request("d"))
+            assert late.done and isinstance(late.error, KafkaConnectionError)
+            await conn.close()
+        assert arrived == ["a", "b", "c"]
+
+    run(backend, scenario)
+
+
+def test_a_queued_request_past_its_deadline_fails_without_closing(backend: str) -> None:
+    """A request that waits in the queue (the only slot taken) longer than its timeout fails
+    with KafkaTimeoutError saying it could not be sent; the connection stays open."""
+    config = ConnectionConfig(max_in_flight_requests_per_connection=1, request_timeout_ms=5000)
+    go = anyio.Event()
+
+    async def handler(client: FakeClient) -> None:
+        await client.answer_api_versions()
+        first = await client.read_request()
+        await go.wait()
+        await client.respond(first, metadata_response("c", "slow"))
+        await echo_metadata(client)
+
+    async def scenario() -> None:
+        async with FakeBroker(handler) as broker, anyio.create_task_group() as tg:
+            conn = await Connection.connect(broker.host, broker.port, config)
+            tg.start_soon(conn.serve)
+            slow = conn.submit(metadata_request("slow"))
+            queued = conn.submit(metadata_request("queued"), timeout=0.1)
+            with anyio.fail_after(5):
+                while not queued.done:
+                    await anyio.sleep(0.005)
+            assert isinstance(queued.error, KafkaTimeoutError)
+            assert "could not be sent within 0.1 s" in str(queued.error)
+            assert not conn.closed and not slow.done
+            go.set()
+            assert topics(await slow.wait(5)) == ["slow"]
+            assert topics(await conn.send(metadata_request("next"))) == ["next"]
             await conn.close()
 
     run(backend, scenario)
@@ -385,7 +418,7 @@ def test_requests_their_callers_gave_up_on_close_the_connection_once_overdue(
     run(backend, scenario)
 
 
-def test_send_soon_timeout_closes_the_connection() -> None:
+def test_submit_timeout_closes_the_connection() -> None:
     async def handler(client: FakeClient) -> None:
         await client.answer_api_versions()
         await client.wait_closed()  # reads nothing more, answers nothing
@@ -393,9 +426,8 @@ def test_send_soon_timeout_closes_the_connection() -> None:
     async def scenario() -> None:
         async with FakeBroker(handler) as broker:
             conn = await Connection.connect(broker.host, broker.port, CONFIG)
-            version = conn.version_for(m.MetadataRequest)
-            sent = conn.send_soon(metadata_request("x"), version, 0.1)
-            assert sent is not None and not sent.done
+            sent = conn.submit(metadata_request("x"), timeout=0.1)
+            assert not sent.done and conn.in_flight == 1
             with anyio.fail_after(5):
                 while not sent.done:
                     await anyio.sleep(0.005)
@@ -433,7 +465,7 @@ def test_cancelled_sender_does_not_break_the_connection(backend: str) -> None:
     run(backend, scenario)
 
 
-def test_send_no_response(backend: str) -> None:
+def test_submit_no_response(backend: str) -> None:
     received_keys: list[tuple[int, int]] = []
 
     async def handler(client: FakeClient) -> None:
@@ -443,9 +475,13 @@ def test_send_no_response(backend: str) -> None:
         await echo_metadata(client)
 
     async def scenario() -> None:
-        async with FakeBroker(handler) as broker:
+        async with FakeBroker(handler) as broker, anyio.create_task_group() as tg:
             conn = await Connection.connect(broker.host, broker.port, CONFIG)
-            await conn.send_no_response(m.ProduceRequest(acks=0, timeout_ms=1000, topic_data=[]))
+            tg.start_soon(conn.serve)
+            written = conn.submit_no_response(
+                m.ProduceRequest(acks=0, timeout_ms=1000, topic_data=[])
+            )
+            assert await written.wait(5) is None
             assert conn.in_flight == 0
             assert topics(await conn.send(metadata_request("after"))) == ["after"]
             await conn.close()
@@ -980,9 +1016,7 @@ def test_a_sasl_session_is_renewed_before_it_ends(backend: str) -> None:
             conn = await Connection.connect(broker.host, broker.port, sasl_config("PLAIN"))
             assert conn.session_lifetime_ms == 300
             await anyio.sleep(0.3)  # the session has ended
-            version = conn.version_for(m.MetadataRequest)
-            assert conn.send_soon(metadata_request("a"), version) is None  # `send` renews
-            assert topics(await conn.send(metadata_request("b"))) == ["b"]
+            assert topics(await conn.send(metadata_request("b"))) == ["b"]  # renewed first
             assert conn.session_lifetime_ms == 60_000 and conn.state.value == "ready"
             assert topics(await conn.send(metadata_request("c"))) == ["c"]
             await conn.close()

@@ -148,7 +148,11 @@ def test_a_connection_renews_its_session_before_the_broker_ends_it(backend: str)
                 assert topics(await conn.send(metadata_request(f"t{i}"))) == [f"t{i}"]
                 await anyio.sleep(LIFETIME_MS / 1000)  # past 85-95% of the session
             assert not conn.closed and conn.session.reauthentications == 3
-            await conn.send_no_response(m.ProduceRequest(acks=0, timeout_ms=1000, topic_data=[]))
+            async with anyio.create_task_group() as tg:  # anyio streams: a writer writes it
+                tg.start_soon(conn.serve)
+                acks0 = m.ProduceRequest(acks=0, timeout_ms=1000, topic_data=[])
+                await conn.submit_no_response(acks0).wait(5)
+                tg.cancel_scope.cancel()
             assert topics(await conn.send(metadata_request("last"))) == ["last"]
             assert conn.session.reauthentications == 4
             await conn.close()
@@ -163,26 +167,28 @@ def test_a_connection_renews_its_session_before_the_broker_ends_it(backend: str)
     ]
 
 
-def test_send_soon_leaves_a_due_renewal_to_send() -> None:
+def test_submitted_requests_wait_for_a_due_renewal(backend: str) -> None:
+    """A request submitted once the session is due waits in the connection's queue while it
+    is renewed (on asyncio in a task of the connection's own), then goes, in order."""
     broker_side = SessionBroker(LIFETIME_MS)
 
     async def scenario() -> None:
-        async with FakeBroker(broker_side) as broker:
+        async with FakeBroker(broker_side) as broker, anyio.create_task_group() as tg:
             conn = await Connection.connect(broker.host, broker.port, plain())
-            first = conn.send_soon(metadata_request("a"), 12)
-            assert first is not None
+            tg.start_soon(conn.serve)
+            first = conn.submit(metadata_request("a"))
+            assert topics(await first.wait(5)) == ["a"]
             await anyio.sleep(LIFETIME_MS / 1000)
-            # due: the fast path declines (the caller's task path re-authenticates in send)
-            assert conn.send_soon(metadata_request("b"), 12) is None
-            assert topics(await conn.send(metadata_request("b"))) == ["b"]
-            last = conn.send_soon(metadata_request("c"), 12)
-            assert last is not None
-            await anyio.sleep(0.05)
-            assert [topics(w.result()) for w in (first, last) if w.done] == [["a"], ["c"]]
+            later = [conn.submit(metadata_request(n)) for n in "bc"]
+            assert conn.in_flight == 0  # due: nothing is written before the renewal
+            assert [topics(await w.wait(5)) for w in later] == [["b"], ["c"]]
+            assert conn.session.reauthentications == 1
             await conn.close()
 
-    run("asyncio", scenario)
+    run(backend, scenario)
     assert broker_side.violations == [] and broker_side.reauthentications == 1
+    session = [HANDSHAKE, AUTHENTICATE]
+    assert broker_side.log == session + [METADATA] + session + [METADATA, METADATA]
 
 
 @pytest.mark.parametrize("in_flight", [1, 5])

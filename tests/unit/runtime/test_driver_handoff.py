@@ -1,6 +1,7 @@
-"""NetworkDriver against a fake broker: requests on an established asyncio connection are
-written from the driver's own call and handled from event-loop callbacks (`_send_now`),
-everything else goes through sender tasks; the outcome a handler sees is the same."""
+"""NetworkDriver against a fake broker: every request goes to its connection one way
+(`Connection.submit`, from the network task or a handler); a task only opens a
+connection. On asyncio handlers run from event-loop callbacks, on trio in the network
+task's loop."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class Outcome:
     topic: str
     names: list[str] | None  # topics in the response, None on an error
     error: BaseException | None
-    in_task: bool  # the handler ran inside a task (a sender task), not a loop callback
+    in_task: bool  # the handler ran inside a task, not an event-loop callback
 
 
 @dataclass
@@ -198,12 +199,9 @@ def test_follow_ups_are_written_at_once_and_handled_from_callbacks(backend: str)
     _run_with(backend, manager)
     assert [o.topic for o in manager.outcomes] == [f"t{i}" for i in range(20)]
     assert all(o.error is None and o.names == [o.topic] for o in manager.outcomes)
-    if backend == "asyncio":
-        # the first request opens the connection (a sender task); the rest go on it at once
-        assert manager.outcomes[0].in_task
-        assert not any(o.in_task for o in manager.outcomes[1:])
-    else:
-        assert all(o.in_task for o in manager.outcomes)
+    # the first request waits while a task opens the connection; every handler runs from a
+    # loop callback on asyncio (in the network task on trio)
+    assert [o.in_task for o in manager.outcomes] == [backend != "asyncio"] * 20
 
 
 def test_timeout_on_the_fast_path_reaches_the_handler(backend: str) -> None:
@@ -219,15 +217,13 @@ def test_timeout_on_the_fast_path_reaches_the_handler(backend: str) -> None:
 
 def test_lost_connection_fails_the_request_and_the_next_one_reconnects(backend: str) -> None:
     # the broker drops the connection when asked for t2; the manager sends t3, which
-    # needs a new connection (a sender task) and gets its answer
+    # waits for a new connection and gets its answer
     manager = Sequential(count=4)
     _run_with(backend, manager, drop="t2")
     outcomes = manager.outcomes
     assert [o.error is None for o in outcomes] == [True, True, False, True]
     assert isinstance(outcomes[2].error, KafkaConnectionError)
     assert outcomes[3].names == ["t3"]
-    if backend == "asyncio":
-        assert outcomes[3].in_task and not outcomes[1].in_task
 
 
 def test_handler_error_on_the_fast_path_stops_the_driver(backend: str) -> None:
@@ -269,17 +265,23 @@ def test_response_after_stop_is_dropped() -> None:
 
 
 @pytest.mark.parametrize("wire", ["asyncio-wire", "streams"])
-def test_without_the_asyncio_wire_every_request_uses_a_task(
+def test_either_io_adapter_takes_the_one_hand_off(
     wire: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # anyio streams (TLS, trio) get a writer task (the task that opened the connection);
+    # the driver hands requests over the same way, and handlers run from loop callbacks
     import kafkaio.net.connection as connection
 
     monkeypatch.setattr(connection, "USE_ASYNCIO_WIRE", wire == "asyncio-wire")
-    manager = Sequential(count=5)
-    _run_with("asyncio", manager)
+    manager = Window(count=40, window=8)
+    received: list[str] = []
+    limited = ConnectionConfig(
+        request_timeout_ms=5000, connect_timeout_ms=5000, max_in_flight_requests_per_connection=3
+    )
+    _run_with("asyncio", manager, limited, seen=received)
     assert all(o.error is None for o in manager.outcomes)
-    tasks = [o.in_task for o in manager.outcomes]
-    assert tasks == ([True] + [False] * 4 if wire == "asyncio-wire" else [True] * 5)
+    assert not any(o.in_task for o in manager.outcomes)
+    assert received == [f"t{i}" for i in range(40)]
 
 
 @dataclass
@@ -310,9 +312,8 @@ class Stages:
 
 def test_follow_ups_needing_new_connections_from_a_callback(backend: str) -> None:
     # t1's response is handled in a loop callback (node 1 is connected by then); its
-    # follow-ups go to nodes 2-5, not connected yet: more than the idle sender tasks (the
-    # metadata request's and t0's), so the driver's loop starts the rest (a callback
-    # cannot start a task)
+    # follow-ups go to nodes 2-5, not connected yet: they wait while the driver's loop
+    # starts a task per node to open them (a callback cannot start a task)
     follow_ups = [(f"t{n}", n) for n in range(2, 6)]
     manager = Stages([[("t0", 1)], [("t1", 1)], follow_ups, [("t6", 5)]])
 
@@ -418,9 +419,9 @@ class Window:
 
 
 def test_requests_reach_the_broker_in_the_order_they_were_made(backend: str) -> None:
-    # The first requests wait for the connection in sender tasks, and while they do,
-    # responses free permits for later ones: a later request must never overtake an
-    # earlier one, whichever way each is written (from a task or at once).
+    # The first requests wait for the connection, then in the connection's queue for
+    # permits, which responses free while later ones are made: a later request must never
+    # overtake an earlier one, whether it is written at once or from the queue.
     manager = Window(count=60, window=8)
     received: list[str] = []
     limited = ConnectionConfig(
@@ -434,8 +435,8 @@ def test_requests_reach_the_broker_in_the_order_they_were_made(backend: str) -> 
 
 
 def test_a_request_failing_to_connect_lets_the_next_ones_in_its_line_go(backend: str) -> None:
-    # Every request to an unreachable node waits in line for the connection; each fails
-    # in turn (none waits forever behind one that failed), and the line is gone after.
+    # Every request to an unreachable node waits for the connection; all fail with the
+    # reason it could not be opened (none waits forever), and nothing is left waiting.
     manager = Window(count=6, window=6)
     drivers: list[NetworkDriver] = []
 
@@ -456,7 +457,8 @@ def test_a_request_failing_to_connect_lets_the_next_ones_in_its_line_go(backend:
         async with anyio.create_task_group() as tg:
             await tg.start(driver.run)
             await _until(lambda: len(manager.outcomes) == manager.count or driver.fatal_error)
-            assert driver._lines == {}
+            # (the metadata manager's requests to any node may be waiting: it retries)
+            assert NODE not in driver._waiting and NODE not in driver._connecting
             driver.stop()
         await connections.close()
         assert driver.fatal_error is None
@@ -492,7 +494,7 @@ class TwoSteps:
 def test_a_request_made_once_the_connection_is_open_waits_for_the_one_that_opened_it(
     backend: str,
 ) -> None:
-    # t0 opens the connection in a sender task; the connection is ready before that task
+    # t0 waits while a task opens the connection; the connection is ready before that task
     # runs again (held here), and t1 is made in that window: it could be written at once
     # on the open connection, but must not overtake t0
     manager = TwoSteps()
@@ -559,3 +561,64 @@ def test_the_network_task_logs_what_runs_at_debug(caplog: pytest.LogCaptureFixtu
     assert len(starts) == 1
     assert starts[0].startswith("network task starting on asyncio: kafkaio ")
     assert f"record codec {record_codec()}" in starts[0]
+
+
+@dataclass
+class AnyNodeThenAcks0:
+    """A manager sending t0 to any node, then, once it is answered, a Produce with acks=0
+    (no response) and t1 to NODE together."""
+
+    made: int = 0
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def poll(self, now: float) -> PollResult:
+        if self.made == 0:
+            self.made = 1
+            return PollResult([self._metadata("t0", None)], math.inf)
+        if self.made == 1 and self.outcomes:
+            self.made = 2
+
+            def on_written(now: float, response: Any, error: BaseException | None) -> None:
+                self.outcomes.append(Outcome("acks0", None, error, _in_task()))
+                assert response is None
+
+            acks0 = m.ProduceRequest(acks=0, timeout_ms=1000, topic_data=[])
+            produce = UnsentRequest(NODE, acks0, on_written, expect_response=False)
+            return PollResult([produce, self._metadata("t1", NODE)], math.inf)
+        return PollResult([], math.inf)
+
+    def _metadata(self, topic: str, node: int | None) -> UnsentRequest:
+        def handler(now: float, response: Any, error: BaseException | None) -> None:
+            self.outcomes.append(_outcome(topic, response, error))
+
+        return UnsentRequest(node, metadata_request(topic), handler)
+
+
+def test_any_node_and_acks0_requests_take_the_same_hand_off(backend: str) -> None:
+    manager = AnyNodeThenAcks0()
+    seen: list[str] = []
+
+    def serving(port: list[int]) -> Any:
+        async def handler(client: FakeClient) -> None:
+            await client.answer_api_versions()
+            while True:
+                received = await client.read_request()
+                if received.api_key == m.ProduceRequest.API_KEY:
+                    seen.append("acks0")  # not answered
+                    continue
+                names = [t.name for t in received.request.topics or []]
+                seen.extend(names)
+                await client.respond(received, _metadata_for(port[0], names))
+
+        return handler
+
+    async def scenario() -> None:
+        async with _driving(manager, serving) as driver:
+            await _until(lambda: len(manager.outcomes) == 3 or driver.fatal_error)
+        assert driver.fatal_error is None
+
+    run(backend, scenario)
+    assert seen == ["t0", "acks0", "t1"]
+    assert [o.topic for o in manager.outcomes] == ["t0", "acks0", "t1"]
+    assert all(o.error is None for o in manager.outcomes)
+    assert [o.in_task for o in manager.outcomes] == [backend != "asyncio"] * 3
