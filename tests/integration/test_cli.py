@@ -421,6 +421,23 @@ def test_topics_commands_with_json(
     assert unique_topic not in json.loads(out)
 
 
+def test_the_next_command_sees_a_topic_created_or_deleted(
+    broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Apache Kafka's brokers show a new or deleted topic a moment after CreateTopics or
+    DeleteTopics has answered: `topics create` and `topics delete` return once they do."""
+    b = ("-b", broker.bootstrap)
+    for n in range(8):
+        name = f"{unique_topic}-{n}"
+        assert cli(capsys, *b, "topics", "create", name, "-p", "2")[0] == 0
+        code, out, err = cli(capsys, *b, "topics", "describe", name, "--json")
+        assert code == 0, err
+        assert [p["partition"] for p in json.loads(out)[name]["partitions"]] == [0, 1]
+        assert cli(capsys, *b, "topics", "delete", name)[0] == 0
+        code, out, _ = cli(capsys, *b, "topics", "list", "--json")
+        assert code == 0 and name not in json.loads(out)
+
+
 def test_groups_commands_with_json(
     broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
