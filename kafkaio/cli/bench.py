@@ -53,6 +53,7 @@ async def run(ctx: Context) -> int:
             created = (await admin.create_topics([NewTopic(topic, args.partitions, 1)]))[topic]
             if created.error is not None:
                 raise created.error
+            await clients.until_shown(admin, topic, created=True, timeout_ms=ctx.timeout_ms)
         try:
             await clients.topic_partitions(admin, topic)
             async with interruptible() as interrupt:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from kafkaio.admin import Admin
 from kafkaio.cli.app import Context
 from kafkaio.consumer import Consumer
-from kafkaio.errors import UnknownTopicOrPartitionError, error_for_code
+from kafkaio.errors import KafkaTimeoutError, UnknownTopicOrPartitionError, error_for_code
 from kafkaio.producer import Producer
 
 CLIENT_ID = "kafkaio-cli"
@@ -49,6 +51,29 @@ def consumer(ctx: Context, **options: Any) -> Consumer:
         **ctx.client_options,  # -X wins
     }
     return Consumer(bootstrap_servers=ctx.bootstrap, **settings)
+
+
+async def until_shown(admin: Admin, topic: str, *, created: bool, timeout_ms: int) -> None:
+    """Return once the brokers' metadata shows ``topic`` created (every partition with a
+    leader) or, with ``created=False``, deleted. Apache Kafka answers CreateTopics and
+    DeleteTopics once its controller has committed the change; its brokers show it a moment
+    later, so the next command (a new process, often) could miss it without this wait."""
+    delay = 0.01
+    with anyio.move_on_after(timeout_ms / 1000):
+        while True:
+            info = (await admin.describe_topics([topic])).get(topic)
+            if info is None or info.error:
+                if not created:
+                    return
+            elif created and all(p.leader is not None for p in info.partitions):
+                return
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.2)
+    change = "created" if created else "deleted"
+    raise KafkaTimeoutError(
+        f"topic {topic!r} was {change}, but the brokers' metadata did not show it within "
+        f"{timeout_ms} ms (--timeout-ms)"
+    )
 
 
 async def topic_partitions(admin: Admin, topic: str) -> list[int]:

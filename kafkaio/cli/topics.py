@@ -7,6 +7,7 @@ from typing import Any
 
 from kafkaio.admin import ConfigResource, NewTopic
 from kafkaio.cli.app import Context, UsageError
+from kafkaio.cli.clients import until_shown
 from kafkaio.cli.output import emit_json, error_text, table
 from kafkaio.errors import KafkaError, TopicAlreadyExistsError, error_for_code
 
@@ -76,9 +77,11 @@ async def create_topic(ctx: Context) -> int:
     )
     async with ctx.admin() as admin:
         result = (await admin.create_topics([topic]))[args.topic]
-    error = result.error
-    if isinstance(error, TopicAlreadyExistsError) and args.if_not_exists:
-        error = None
+        error = result.error
+        if isinstance(error, TopicAlreadyExistsError) and args.if_not_exists:
+            error = None
+        if error is None:  # so that the next command finds it
+            await until_shown(admin, args.topic, created=True, timeout_ms=ctx.timeout_ms)
     if ctx.json:
         emit_json(ctx.out, result)
     elif error is None:
@@ -91,6 +94,9 @@ async def create_topic(ctx: Context) -> int:
 async def delete_topics(ctx: Context) -> int:
     async with ctx.admin() as admin:
         results = await admin.delete_topics(ctx.args.topics)
+        for name, err in results.items():
+            if err is None:  # so that the next command no longer finds it
+                await until_shown(admin, name, created=False, timeout_ms=ctx.timeout_ms)
     if ctx.json:
         emit_json(ctx.out, {t: {"error": e} for t, e in results.items()})
     failed = [e for e in results.values() if e is not None]

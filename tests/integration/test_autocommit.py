@@ -18,10 +18,10 @@ pytestmark = pytest.mark.integration
 
 
 async def test_auto_commit_counts_only_records_handed_out(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
-    await tansu_broker.create_topic(unique_topic, 1)
-    async with Producer(tansu_broker.bootstrap) as producer:
+    await broker.create_topic(unique_topic, 1)
+    async with Producer(broker.bootstrap) as producer:
         for i in range(20):
             await producer.enqueue(unique_topic, value=b"v%d" % i, partition=0)
         await producer.flush()
@@ -29,14 +29,14 @@ async def test_auto_commit_counts_only_records_handed_out(
     tp = TopicPartition(unique_topic, 0)
     consumer = Consumer(
         unique_topic,
-        bootstrap_servers=tansu_broker.bootstrap,
+        bootstrap_servers=broker.bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
         auto_commit_interval_ms=100,
         session_timeout_ms=6000,
         heartbeat_interval_ms=500,
     )
-    async with Admin(tansu_broker.bootstrap) as admin:
+    async with Admin(broker.bootstrap) as admin:
         async with consumer:
             received = []
             with anyio.fail_after(30):
@@ -60,22 +60,22 @@ async def test_auto_commit_counts_only_records_handed_out(
 
 
 async def test_assign_commits_what_was_consumed_of_the_partitions_it_drops(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
-    await tansu_broker.create_topic(unique_topic, 2)
-    async with Producer(tansu_broker.bootstrap) as producer:
+    await broker.create_topic(unique_topic, 2)
+    async with Producer(broker.bootstrap) as producer:
         for i in range(10):
             await producer.enqueue(unique_topic, value=b"v%d" % i, partition=i % 2)
         await producer.flush()
     group = unique_topic + "-g"
     tp0, tp1 = TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)
     consumer = Consumer(
-        bootstrap_servers=tansu_broker.bootstrap,
+        bootstrap_servers=broker.bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
         auto_commit_interval_ms=60_000,  # no timed commit within the test
     )
-    async with Admin(tansu_broker.bootstrap) as admin, consumer:
+    async with Admin(broker.bootstrap) as admin, consumer:
         consumer.assign([tp0, tp1])
         got = 0
         with anyio.fail_after(30):

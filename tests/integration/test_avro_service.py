@@ -1,4 +1,4 @@
-"""examples/fastapi_avro.py under uvicorn (a real server process) with Tansu and the test
+"""examples/fastapi_avro.py under uvicorn (a real server process) with Apache Kafka and the test
 Schema Registry: orders posted as JSON are produced as Confluent-framed Avro (readable by
 confluent-kafka's deserializer), consumed back as models, and shutdown commits them."""
 
@@ -70,24 +70,20 @@ def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
 
 
 def test_fastapi_avro_example_under_uvicorn(
-    tansu_broker: BrokerInfo, schema_registry: str, unique_topic: str
+    broker: BrokerInfo, schema_registry: str, unique_topic: str
 ) -> None:
     pytest.importorskip("uvicorn", reason="uvicorn is not installed")
     from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentRegistry
     from confluent_kafka.schema_registry.avro import AvroDeserializer as ConfluentAvro
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    anyio.run(tansu_broker.create_topic, unique_topic, PARTITIONS)
+    anyio.run(broker.create_topic, unique_topic, PARTITIONS)
     port = free_loopback_port()
     env = {
         **os.environ,
-        "KAFKA_BOOTSTRAP": tansu_broker.bootstrap,
+        "KAFKA_BOOTSTRAP": broker.bootstrap,
         "KAFKA_TOPIC": unique_topic,
         "SCHEMA_REGISTRY_URL": schema_registry,
-        # Tansu holds a group's first join for the rebalance timeout: keep it short
-        "KAFKAIO_CONSUMER_SESSION_TIMEOUT_MS": "6000",
-        "KAFKAIO_CONSUMER_HEARTBEAT_INTERVAL_MS": "500",
-        "KAFKAIO_CONSUMER_REBALANCE_TIMEOUT_MS": "1000",
     }
     server = subprocess.Popen(
         [
@@ -138,7 +134,7 @@ def test_fastapi_avro_example_under_uvicorn(
 
     # the bytes on the topic are the Confluent wire format: confluent-kafka reads them
     confluent = ConfluentAvro(ConfluentRegistry({"url": schema_registry}))
-    raw = _raw_records(tansu_broker.bootstrap, unique_topic, len(ORDERS))
+    raw = _raw_records(broker.bootstrap, unique_topic, len(ORDERS))
     decoded = [
         confluent(r.value, SerializationContext(unique_topic, MessageField.VALUE)) for r in raw
     ]
@@ -146,7 +142,7 @@ def test_fastapi_avro_example_under_uvicorn(
     assert sorted(d["order_id"] for d in decoded) == [o["order_id"] for o in ORDERS]
     assert {r.key for r in raw} == {b"c0", b"c1", b"c2"}
     # shutdown committed every handled order
-    committed = _committed(tansu_broker.bootstrap, "kafkaio-avro-example", unique_topic)
+    committed = _committed(broker.bootstrap, "kafkaio-avro-example", unique_topic)
     positions = {p: 0 for p in range(PARTITIONS)}
     for r in raw:
         positions[r.partition] = max(positions[r.partition], r.offset + 1)

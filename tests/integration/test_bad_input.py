@@ -1,4 +1,4 @@
-"""Calls a broker refuses, against a real broker: the error says why (Tansu)."""
+"""Calls a broker refuses, against a real broker: the error says why (Apache Kafka)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ pytestmark = pytest.mark.integration
 
 
 async def test_a_commit_that_times_out_names_the_brokers_error(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
     # commit() on a topic that does not exist failed after its timeout with "CommitEvent did
     # not complete before its deadline": the broker's UNKNOWN_TOPIC_OR_PARTITION was lost
     missing = TopicPartition(unique_topic, 0)
     with anyio.fail_after(20):
         async with Consumer(
-            bootstrap_servers=tansu_broker.bootstrap, group_id=f"{unique_topic}-g"
+            bootstrap_servers=broker.bootstrap, group_id=f"{unique_topic}-g"
         ) as consumer:
             with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION") as info:
                 await consumer.commit({missing: 5}, timeout_ms=2000)

@@ -1,4 +1,5 @@
-"""The kafkaio command line against Tansu: produce then consume in every output format,
+"""The kafkaio command line against Apache Kafka (the first test on Tansu too, the broker
+of `make demo` and `kafkaio broker`): produce then consume in every output format,
 keyed records on their murmur2 partitions, undeliverable records reported, consume as a
 group member (commits what it printed, the next run continues, Ctrl-C commits and exits
 130), topic and group commands with --json, exit codes and messages, progress on a
@@ -30,8 +31,6 @@ from kafkaio.testing.broker_info import BrokerInfo
 pytestmark = pytest.mark.integration
 
 KAFKAIO = [sys.executable, "-m", "kafkaio"]
-# Tansu holds a group's first join for half the session timeout: keep it short in tests.
-FAST_GROUP = ("--session-timeout-ms", "2000")
 
 
 def run(
@@ -66,16 +65,15 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def topic(tansu_broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]) -> str:
-    code, _, err = cli(
-        capsys, "-b", tansu_broker.bootstrap, "topics", "create", unique_topic, "-p", "2"
-    )
+def topic(broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]) -> str:
+    code, _, err = cli(capsys, "-b", broker.bootstrap, "topics", "create", unique_topic, "-p", "2")
     assert code == 0, err
     return unique_topic
 
 
+@pytest.mark.parametrize("broker", ["kafka", "tansu"], indirect=True)
 def test_produce_then_consume_in_every_format(
-    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+    broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines = [f"key{i}:value {i}" for i in range(20)]
     produced = run(
@@ -88,13 +86,13 @@ def test_produce_then_consume_in_every_format(
         "-z",
         "lz4",
         "-b",
-        tansu_broker.bootstrap,
+        broker.bootstrap,
         stdin="\n".join(lines).encode() + b"\n",
     )
     assert produced.returncode == 0, produced.stderr
     assert produced.stdout == ""  # piped: quiet
     assert f"produced 20 records to {topic}" in produced.stderr
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
 
     code, out, err = cli(capsys, *b, "consume", topic, "--from-beginning", "-e", "-K", "=")
     assert code == 0, err
@@ -124,17 +122,17 @@ def test_produce_then_consume_in_every_format(
 
 
 def test_json_lines_input_and_partition(
-    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+    broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = b'{"key": "a", "value": {"n": 1}}\n{"value": "plain", "headers": {"h": "1"}}\n'
     produced = run(
-        "produce", topic, "--format", "json", "-p", "1", "-b", tansu_broker.bootstrap, stdin=data
+        "produce", topic, "--format", "json", "-p", "1", "-b", broker.bootstrap, stdin=data
     )
     assert produced.returncode == 0, produced.stderr
     code, out, _ = cli(
         capsys,
         "-b",
-        tansu_broker.bootstrap,
+        broker.bootstrap,
         "consume",
         topic,
         "-p",
@@ -152,11 +150,11 @@ def test_json_lines_input_and_partition(
 
 
 def test_binary_keys_and_values_round_trip(
-    tansu_broker: BrokerInfo, topic: str, tmp_path: os.PathLike[str]
+    broker: BrokerInfo, topic: str, tmp_path: os.PathLike[str]
 ) -> None:
     """As kcat: raw and template output carry the bytes as they are; JSON carries non-UTF-8
     bytes as {"base64": ...} and UTF-8 text as text."""
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     value = b"\xff\xfe\x00\x01binary\x80"
     path = os.path.join(tmp_path, "in.bin")
     with open(path, "wb") as f:
@@ -178,9 +176,9 @@ def test_binary_keys_and_values_round_trip(
     assert (second["key"], second["value"]) == ("ключ", "текст ✓")
 
 
-def test_json_output_keeps_repeated_header_keys(tansu_broker: BrokerInfo, topic: str) -> None:
+def test_json_output_keeps_repeated_header_keys(broker: BrokerInfo, topic: str) -> None:
     """Headers are an ordered list whose keys may repeat (kcat -J prints them all)."""
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     headers = ("-H", "trace=a", "-H", "trace=b", "-H", "other=c")
     produced = run(*b, "produce", topic, "-p", "0", *headers, stdin=b"hello\n")
     assert produced.returncode == 0, produced.stderr
@@ -212,9 +210,9 @@ def _committed(bootstrap: str, group: str) -> dict[int, int | None]:
 
 
 def test_keyed_lines_land_on_murmur2_partitions(
-    tansu_broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
+    broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     assert cli(capsys, *b, "topics", "create", unique_topic, "-p", "3")[0] == 0
     lines = "".join(f"user-{i}:event {i}\n" for i in range(60)).encode()
     produced = run("produce", unique_topic, "-K", ":", *b, stdin=lines)
@@ -234,7 +232,7 @@ def test_keyed_lines_land_on_murmur2_partitions(
 
 
 def test_produce_reports_records_it_could_not_deliver(
-    tansu_broker: BrokerInfo,
+    broker: BrokerInfo,
     topic: str,
     tmp_path: os.PathLike[str],
     capsys: pytest.CaptureFixture[str],
@@ -242,7 +240,7 @@ def test_produce_reports_records_it_could_not_deliver(
     path = os.path.join(tmp_path, "in.txt")
     with open(path, "wb") as f:  # line 2 is over max_request_size (1 MiB)
         f.write(b"small 1\n" + b"x" * (1024 * 1024 + 10) + b"\nsmall 3\n")
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     code, _, err = cli(capsys, *b, "produce", topic, "-p", "0", "-f", path)
     assert code == 1, err
     assert f"produced 2 records to {topic}" in err and "1 of 3 NOT delivered" in err
@@ -269,9 +267,9 @@ def test_produce_counts_records_the_broker_rejects(
 
 
 def test_consume_as_group_commits_what_it_printed_and_the_next_run_continues(
-    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+    broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     group = topic + "-members"
     lines = "".join(f"k{i}:v{i}\n" for i in range(30)).encode()
     assert run("produce", topic, "-K", ":", *b, stdin=lines).returncode == 0
@@ -287,7 +285,6 @@ def test_consume_as_group_commits_what_it_printed_and_the_next_run_continues(
         topic,
         "-g",
         group,
-        *FAST_GROUP,
         "--from-beginning",
         "-c",
         "11",
@@ -298,16 +295,14 @@ def test_consume_as_group_commits_what_it_printed_and_the_next_run_continues(
     first = [(r["partition"], r["offset"]) for r in _json_records(out)]
     assert len(first) == 11
     expected = {p: 1 + max((o for q, o in first if q == p), default=-1) for p in (0, 1)}
-    assert _committed(tansu_broker.bootstrap, group) == expected  # exactly what was printed
+    assert _committed(broker.bootstrap, group) == expected  # exactly what was printed
 
-    code, out, err = cli(
-        capsys, *b, "consume", topic, "-g", group, *FAST_GROUP, "-e", "--format", "json"
-    )
+    code, out, err = cli(capsys, *b, "consume", topic, "-g", group, "-e", "--format", "json")
     assert code == 0, err
     second = [(r["partition"], r["offset"]) for r in _json_records(out)]
     assert len(first) + len(second) == 30  # no duplicate...
     assert set(first) | set(second) == every  # ...and no gap
-    assert _committed(tansu_broker.bootstrap, group) == dict(per_partition)
+    assert _committed(broker.bootstrap, group) == dict(per_partition)
 
 
 def _read_lines(process: subprocess.Popen[bytes], count: int, timeout: float) -> list[bytes]:
@@ -327,10 +322,8 @@ def _read_lines(process: subprocess.Popen[bytes], count: int, timeout: float) ->
     return data.splitlines()
 
 
-def test_ctrl_c_commits_what_was_printed_and_exits_130(
-    tansu_broker: BrokerInfo, topic: str
-) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+def test_ctrl_c_commits_what_was_printed_and_exits_130(broker: BrokerInfo, topic: str) -> None:
+    b = ("-b", broker.bootstrap)
     group = topic + "-interrupted"
     lines = "".join(f"k{i}:v{i}\n" for i in range(12)).encode()
     assert run("produce", topic, "-K", ":", *b, stdin=lines).returncode == 0
@@ -342,7 +335,6 @@ def test_ctrl_c_commits_what_was_printed_and_exits_130(
             topic,
             "-g",
             group,
-            *FAST_GROUP,
             "--from-beginning",
             "--format",
             "json",
@@ -361,14 +353,14 @@ def test_ctrl_c_commits_what_was_printed_and_exits_130(
     assert process.returncode == 130, err
     assert b"interrupted" in err and b"Traceback" not in err
     counts = Counter(r["partition"] for r in printed)
-    assert _committed(tansu_broker.bootstrap, group) == {p: counts.get(p, 0) for p in (0, 1)}
+    assert _committed(broker.bootstrap, group) == {p: counts.get(p, 0) for p in (0, 1)}
 
 
 def test_ctrl_c_while_produce_waits_for_stdin_produces_what_was_read_and_exits_130(
-    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+    broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """As kcat -P: Ctrl-C stops reading an open stdin; the lines read are still produced."""
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     process = subprocess.Popen(
         [*KAFKAIO, *b, "produce", topic, "-p", "1"],
         stdin=subprocess.PIPE,
@@ -402,9 +394,9 @@ def test_ctrl_c_while_produce_waits_for_stdin_produces_what_was_read_and_exits_1
 
 
 def test_topics_commands_with_json(
-    tansu_broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
+    broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     code, _, err = cli(
         capsys, *b, "topics", "create", unique_topic, "-p", "3", "-c", "retention.ms=60000"
     )
@@ -429,16 +421,31 @@ def test_topics_commands_with_json(
     assert unique_topic not in json.loads(out)
 
 
-def test_groups_commands_with_json(
-    tansu_broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+def test_the_next_command_sees_a_topic_created_or_deleted(
+    broker: BrokerInfo, unique_topic: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+    """Apache Kafka's brokers show a new or deleted topic a moment after CreateTopics or
+    DeleteTopics has answered: `topics create` and `topics delete` return once they do."""
+    b = ("-b", broker.bootstrap)
+    for n in range(8):
+        name = f"{unique_topic}-{n}"
+        assert cli(capsys, *b, "topics", "create", name, "-p", "2")[0] == 0
+        code, out, err = cli(capsys, *b, "topics", "describe", name, "--json")
+        assert code == 0, err
+        assert [p["partition"] for p in json.loads(out)[name]["partitions"]] == [0, 1]
+        assert cli(capsys, *b, "topics", "delete", name)[0] == 0
+        code, out, _ = cli(capsys, *b, "topics", "list", "--json")
+        assert code == 0 and name not in json.loads(out)
+
+
+def test_groups_commands_with_json(
+    broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = ("-b", broker.bootstrap)
     group = topic + "-g"
     assert run("produce", topic, "-p", "0", *b, stdin=b"a\nb\nc\nd\n").returncode == 0
     # Consuming with a group commits the positions reached.
-    code, out, _ = cli(
-        capsys, *b, "consume", topic, "-g", group, *FAST_GROUP, "--from-beginning", "-c", "3"
-    )
+    code, out, _ = cli(capsys, *b, "consume", topic, "-g", group, "--from-beginning", "-c", "3")
     assert code == 0 and out.splitlines() == ["a", "b", "c"]
 
     code, out, _ = cli(capsys, *b, "groups", "lag", group, "--json")
@@ -464,22 +471,22 @@ def test_groups_commands_with_json(
 
     code, out, _ = cli(capsys, *b, *reset, "--execute", "--json")
     assert code == 0 and json.loads(out)["plan"][0]["error"] is None
-    code, out, _ = cli(capsys, *b, "consume", topic, "-g", group, *FAST_GROUP, "-c", "2")
+    code, out, _ = cli(capsys, *b, "consume", topic, "-g", group, "-c", "2")
     assert out.splitlines() == ["a", "b"]  # starts again from the reset offset
 
     code, out, _ = cli(capsys, *b, "groups", "delete", group, "--json")
     assert code == 0 and json.loads(out) == {group: {"error": None}}
 
 
-def test_cluster_json(tansu_broker: BrokerInfo, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = cli(capsys, "cluster", "--json", "-b", tansu_broker.bootstrap)
+def test_cluster_json(broker: BrokerInfo, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "cluster", "--json", "-b", broker.bootstrap)
     described = json.loads(out)
-    port = int(tansu_broker.bootstrap.rsplit(":", 1)[1])
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
     assert code == 0 and [b["port"] for b in described["brokers"]] == [port]
     assert described["cluster_id"]
 
 
-def test_bootstrap_from_environment_and_bench(tansu_broker: BrokerInfo) -> None:
+def test_bootstrap_from_environment_and_bench(broker: BrokerInfo) -> None:
     done = run(
         "bench",
         "-n",
@@ -487,7 +494,7 @@ def test_bootstrap_from_environment_and_bench(tansu_broker: BrokerInfo) -> None:
         "-s",
         "50",
         "--json",
-        env={"KAFKAIO_BOOTSTRAP_SERVERS": tansu_broker.bootstrap},
+        env={"KAFKAIO_BOOTSTRAP_SERVERS": broker.bootstrap},
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -495,14 +502,14 @@ def test_bootstrap_from_environment_and_bench(tansu_broker: BrokerInfo) -> None:
     assert result["consume_records_per_s"] > 0
 
 
-def test_errors_exit_codes_and_messages(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+def test_errors_exit_codes_and_messages(broker: BrokerInfo, unique_topic: str) -> None:
     bad = run("-b", "127.0.0.1:1", "--timeout-ms", "1500", "topics", "list")
     assert bad.returncode == 1
     assert "could not connect" in bad.stderr and "Traceback" not in bad.stderr
     debug = run("-b", "127.0.0.1:1", "--timeout-ms", "500", "--debug", "cluster")
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
-    missing = run("consume", unique_topic, "-e", "-b", tansu_broker.bootstrap)
+    missing = run("consume", unique_topic, "-e", "-b", broker.bootstrap)
     assert missing.returncode == 1
     assert f"topic '{unique_topic}' does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
@@ -510,8 +517,8 @@ def test_errors_exit_codes_and_messages(tansu_broker: BrokerInfo, unique_topic: 
     assert usage.returncode == 2 and "invalid int value" in usage.stderr
 
 
-def test_empty_key_separator_is_a_usage_error(tansu_broker: BrokerInfo, topic: str) -> None:
-    done = run("-b", tansu_broker.bootstrap, "produce", topic, "-K", "", stdin=b"k:v\n")
+def test_empty_key_separator_is_a_usage_error(broker: BrokerInfo, topic: str) -> None:
+    done = run("-b", broker.bootstrap, "produce", topic, "-K", "", stdin=b"k:v\n")
     assert done.returncode == 2, done.stderr
     assert done.stderr == "kafkaio: error: -K/--key-separator must not be empty\n"
 
@@ -528,12 +535,12 @@ def test_unreachable_broker_error_is_one_line_without_debug(command: tuple[str, 
 
 
 def test_progress_bar_on_a_terminal_and_quiet_when_piped(
-    tansu_broker: BrokerInfo, topic: str, tmp_path: os.PathLike[str]
+    broker: BrokerInfo, topic: str, tmp_path: os.PathLike[str]
 ) -> None:
     data = os.path.join(tmp_path, "lines.txt")
     with open(data, "w") as f:
         f.write("".join(f"line {i}\n" for i in range(5000)))
-    command = shlex.join([*KAFKAIO, "-b", tansu_broker.bootstrap, "produce", topic, "-f", data])
+    command = shlex.join([*KAFKAIO, "-b", broker.bootstrap, "produce", topic, "-f", data])
     tty = subprocess.run(
         ["script", "-qec", command, "/dev/null"],
         capture_output=True,
@@ -543,7 +550,7 @@ def test_progress_bar_on_a_terminal_and_quiet_when_piped(
     screen = tty.stdout.decode()  # bytes: text mode would turn the bar's \r into \n
     assert tty.returncode == 0, screen
     assert "\r[" in screen and "5,000/5,000" in screen and "msg/s" in screen
-    piped = run("-b", tansu_broker.bootstrap, "produce", topic, "-f", data)
+    piped = run("-b", broker.bootstrap, "produce", topic, "-f", data)
     assert piped.returncode == 0 and piped.stdout == ""
     assert "produced 5000 records" in piped.stderr
 

@@ -1,4 +1,4 @@
-"""The CLI as a kcat user expects it (against Tansu): `consume --format json | produce
+"""The CLI as a kcat user expects it (against Apache Kafka): `consume --format json | produce
 --format json` copies a topic exactly (binary values and header values included), -X for
 any client setting, kcat's -o forms, several topics or a regex, and Schema Registry decoding."""
 
@@ -56,11 +56,11 @@ def _records(bootstrap: str, topic: str, total: int, partitions: int = 2) -> lis
 
 
 def test_consume_json_piped_to_produce_json_copies_a_topic_exactly(
-    tansu_broker: BrokerInfo,
+    broker: BrokerInfo,
 ) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     source, copy = f"src-{uuid.uuid4().hex[:8]}", f"copy-{uuid.uuid4().hex[:8]}"
-    _create(tansu_broker.bootstrap, source, copy)
+    _create(broker.bootstrap, source, copy)
     originals = [
         (0, b"k\xc3", b"\xff\xfe\x00binary\x80", [("bin", b"\x00\xff"), ("txt", b"ok")]),
         (1, None, "текст ✓".encode(), [("empty", b""), ("null", None)]),
@@ -70,7 +70,7 @@ def test_consume_json_piped_to_produce_json_copies_a_topic_exactly(
     ]
 
     async def produce() -> None:
-        async with Producer(tansu_broker.bootstrap) as producer:
+        async with Producer(broker.bootstrap) as producer:
             for i, (partition, key, value, headers) in enumerate(originals):
                 await producer.send(
                     source,
@@ -86,8 +86,8 @@ def test_consume_json_piped_to_produce_json_copies_a_topic_exactly(
     assert dumped.returncode == 0, dumped.stderr
     loaded = run(*b, "produce", copy, "--format", "json", stdin=dumped.stdout)
     assert loaded.returncode == 0, loaded.stderr
-    want = [r[:1] + r[2:] for r in _records(tansu_broker.bootstrap, source, 5)]
-    got = [r[:1] + r[2:] for r in _records(tansu_broker.bootstrap, copy, 5)]
+    want = [r[:1] + r[2:] for r in _records(broker.bootstrap, source, 5)]
+    got = [r[:1] + r[2:] for r in _records(broker.bootstrap, copy, 5)]
     assert got == want and len(got) == len(originals)
 
 
@@ -121,12 +121,12 @@ def test_offset_by_timestamp(kafka_broker: BrokerInfo, unique_topic: str) -> Non
             f"{kafka_broker.name} does not look offsets up by timestamp (Tansu 0.6 answers "
             "offset 0 with its append time, librdkafka's mock cluster no offset)"
         )
-    tansu_broker = kafka_broker
-    b = ("-b", tansu_broker.bootstrap)
-    _create(tansu_broker.bootstrap, unique_topic, partitions=1)
+    broker = kafka_broker
+    b = ("-b", broker.bootstrap)
+    _create(broker.bootstrap, unique_topic, partitions=1)
 
     async def produce() -> None:
-        async with Producer(tansu_broker.bootstrap) as producer:
+        async with Producer(broker.bootstrap) as producer:
             for i in range(10):
                 await producer.send(
                     unique_topic, b"v%d" % i, timestamp_ms=1_700_000_000_000 + i * 1000
@@ -140,11 +140,11 @@ def test_offset_by_timestamp(kafka_broker: BrokerInfo, unique_topic: str) -> Non
     assert old.stdout.split() == [b"v9"]
 
 
-def test_several_topics_and_a_regex(tansu_broker: BrokerInfo) -> None:
-    b = ("-b", tansu_broker.bootstrap)
+def test_several_topics_and_a_regex(broker: BrokerInfo) -> None:
+    b = ("-b", broker.bootstrap)
     stem = f"multi-{uuid.uuid4().hex[:8]}"
     a, c, other = f"{stem}-a", f"{stem}-c", f"x{stem}"
-    _create(tansu_broker.bootstrap, a, c, other, partitions=1)
+    _create(broker.bootstrap, a, c, other, partitions=1)
     for topic in (a, c, other):
         assert run(*b, "produce", topic, stdin=topic.encode() + b"\n").returncode == 0
     both = run(*b, "consume", a, other, "-o", "beginning", "-e")
@@ -163,9 +163,9 @@ def test_several_topics_and_a_regex(tansu_broker: BrokerInfo) -> None:
     assert none.returncode == 2 and b"no topic matches" in none.stderr
 
 
-def test_dash_x_sets_any_client_option(tansu_broker: BrokerInfo, unique_topic: str) -> None:
-    b = ("-b", tansu_broker.bootstrap)
-    _create(tansu_broker.bootstrap, unique_topic, partitions=1)
+def test_dash_x_sets_any_client_option(broker: BrokerInfo, unique_topic: str) -> None:
+    b = ("-b", broker.bootstrap)
+    _create(broker.bootstrap, unique_topic, partitions=1)
     produced = run(
         *b,
         "produce",
@@ -188,7 +188,7 @@ def test_dash_x_sets_any_client_option(tansu_broker: BrokerInfo, unique_topic: s
 
 
 def test_consume_decodes_avro_through_the_schema_registry(
-    tansu_broker: BrokerInfo, schema_registry: str, unique_topic: str
+    broker: BrokerInfo, schema_registry: str, unique_topic: str
 ) -> None:
     from kafkaio.schema_registry import AvroSerializer, SchemaRegistryClient
 
@@ -197,12 +197,12 @@ def test_consume_decodes_avro_through_the_schema_registry(
         "name": "Order",
         "fields": [{"name": "id", "type": "int"}, {"name": "item", "type": "string"}],
     }
-    _create(tansu_broker.bootstrap, unique_topic, partitions=1)
+    _create(broker.bootstrap, unique_topic, partitions=1)
 
     async def produce() -> None:
         async with SchemaRegistryClient(schema_registry) as registry:
             async with Producer(
-                tansu_broker.bootstrap,
+                broker.bootstrap,
                 key_serializer=str.encode,
                 value_serializer=AvroSerializer(registry, schema),
             ) as producer:
@@ -210,7 +210,7 @@ def test_consume_decodes_avro_through_the_schema_registry(
                     await producer.send(unique_topic, {"id": i, "item": f"é{i}"}, key=f"k{i}")
 
     anyio.run(produce)
-    b = ("-b", tansu_broker.bootstrap)
+    b = ("-b", broker.bootstrap)
     base = (*b, "consume", unique_topic, "-o", "beginning", "-e", "-r", schema_registry)
     as_json = run(*base, "-s", "value=avro", "--format", "json")
     assert as_json.returncode == 0, as_json.stderr

@@ -71,13 +71,13 @@ async def read_batches(bootstrap: str, topic: str, count: int) -> list[RecordBat
 
 
 async def test_compressed_batches_grow_past_batch_size_uncompressed(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
-    await tansu_broker.create_topic(unique_topic, 1)
+    await broker.create_topic(unique_topic, 1)
     total = 20_000
     with anyio.fail_after(GUARD):
         results = await produce(
-            tansu_broker.bootstrap,
+            broker.bootstrap,
             unique_topic,
             0,
             total,
@@ -85,7 +85,7 @@ async def test_compressed_batches_grow_past_batch_size_uncompressed(
             batch_size=4096,
             linger_ms=20,
         )
-        batches = await read_batches(tansu_broker.bootstrap, unique_topic, total)
+        batches = await read_batches(broker.bootstrap, unique_topic, total)
     assert [r.offset for r in results] == list(range(total))
     values = [r.value for b in batches for r in b]
     assert values == [value(i) for i in range(total)]  # every record once, in order

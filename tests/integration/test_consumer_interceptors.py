@@ -39,19 +39,19 @@ class Recorder(ConsumerInterceptor):
 
 @pytest.mark.parametrize("iterate", [False, True], ids=["getmany", "async-for"])
 async def test_interceptors_see_polls_and_commits(
-    tansu_broker: BrokerInfo, unique_topic: str, iterate: bool
+    broker: BrokerInfo, unique_topic: str, iterate: bool
 ) -> None:
-    await tansu_broker.create_topic(unique_topic, 1)
+    await broker.create_topic(unique_topic, 1)
     tp = TopicPartition(unique_topic, 0)
     values = [b"skip" if i % 3 == 0 else b"v%d" % i for i in range(12)]
-    async with Producer(tansu_broker.bootstrap) as producer:
+    async with Producer(broker.bootstrap) as producer:
         for value in values:
             await producer.send(unique_topic, value, partition=0)
     recorder = Recorder()
     got: list[bytes] = []
     with anyio.fail_after(60):
         async with Consumer(
-            bootstrap_servers=tansu_broker.bootstrap,
+            bootstrap_servers=broker.bootstrap,
             group_id=f"g-{unique_topic}",
             auto_offset_reset="earliest",
             auto_commit_interval_ms=100,

@@ -82,23 +82,23 @@ def run(backend: str, scenario: Callable[[], Awaitable[None]]) -> None:
 
 
 @pytest.fixture
-def topic(tansu_broker: BrokerInfo) -> str:
+def topic(broker: BrokerInfo) -> str:
     name = f"kafkaio-lifecycle-{uuid.uuid4().hex[:8]}"
-    anyio.run(tansu_broker.create_topic, name)
+    anyio.run(broker.create_topic, name)
     return name
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_start_in_one_task_close_in_another(
-    tansu_broker: BrokerInfo, topic: str, kind: str, backend: str
+    broker: BrokerInfo, topic: str, kind: str, backend: str
 ) -> None:
     """A FastAPI lifespan split into startup and shutdown hooks, or aiohttp's on_startup and
     on_cleanup: start() returns in a task that then ends; close() runs in another."""
 
     async def scenario() -> None:
         before = sockets()
-        client = make(kind, tansu_broker.bootstrap)
+        client = make(kind, broker.bootstrap)
         async with anyio.create_task_group() as startup:
             startup.start_soon(client.start)
         await use(kind, client, topic)
@@ -115,14 +115,14 @@ def test_start_in_one_task_close_in_another(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("deadline_s", [0.0, 0.05, 5.0])
 def test_close_under_a_cancel_scope(
-    tansu_broker: BrokerInfo, topic: str, kind: str, backend: str, deadline_s: float
+    broker: BrokerInfo, topic: str, kind: str, backend: str, deadline_s: float
 ) -> None:
     """close() inside anyio.move_on_after: its steps may be cut short, but the network task
     stops and every connection closes all the same."""
 
     async def scenario() -> None:
         before = sockets()
-        client = make(kind, tansu_broker.bootstrap)
+        client = make(kind, broker.bootstrap)
         await client.start()
         await use(kind, client, topic)
         with anyio.move_on_after(deadline_s):
@@ -137,13 +137,13 @@ def test_close_under_a_cancel_scope(
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_clients_closed_in_the_order_they_started(
-    tansu_broker: BrokerInfo, topic: str, backend: str
+    broker: BrokerInfo, topic: str, backend: str
 ) -> None:
     """start p; start c; start a; close p; close c; close a (not the reverse order)."""
 
     async def scenario() -> None:
         before = sockets()
-        clients = [(kind, make(kind, tansu_broker.bootstrap)) for kind in KINDS]
+        clients = [(kind, make(kind, broker.bootstrap)) for kind in KINDS]
         for _, client in clients:
             await client.start()
         for kind, client in clients:
@@ -192,10 +192,10 @@ def test_a_failed_start_says_so_the_same_way_and_leaves_nothing_open(
 
 
 def test_the_deprecated_close_timeout_in_seconds_still_works(
-    tansu_broker: BrokerInfo, topic: str
+    broker: BrokerInfo, topic: str
 ) -> None:
     async def scenario() -> None:
-        producer = Producer(tansu_broker.bootstrap)
+        producer = Producer(broker.bootstrap)
         await producer.start()
         await producer.send(topic, b"v")
         with pytest.warns(DeprecationWarning, match="timeout_ms"):

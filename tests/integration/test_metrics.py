@@ -1,4 +1,4 @@
-"""Client metrics after real produce/consume (Tansu and the mock cluster): counts equal what
+"""Client metrics after real produce/consume (every test broker): counts equal what
 was sent and handed out, lag equals what is left per partition, connections add up, group
 rebalances and commits are timed; logging is one line per state change, not per record."""
 
@@ -257,15 +257,15 @@ async def _consume_count(consumer: Consumer, count: int) -> None:
 
 
 async def test_logging_is_per_state_change_not_per_record(
-    tansu_broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
+    broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="kafkaio")
-    await tansu_broker.create_topic(unique_topic, PARTITIONS)
+    await broker.create_topic(unique_topic, PARTITIONS)
     with anyio.fail_after(40):
-        async with Producer(tansu_broker.bootstrap, linger_ms=2) as producer:
+        async with Producer(broker.bootstrap, linger_ms=2) as producer:
             consumer = Consumer(
                 unique_topic,
-                bootstrap_servers=tansu_broker.bootstrap,
+                bootstrap_servers=broker.bootstrap,
                 group_id=f"g-{unique_topic}",
                 auto_offset_reset="earliest",
                 **GROUP_OPTIONS,

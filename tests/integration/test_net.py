@@ -1,7 +1,9 @@
-"""The network layer against real brokers: Tansu, librdkafka's mock cluster, TLS, SASL.
+"""The network layer against real brokers: Apache Kafka, Tansu, librdkafka's mock cluster,
+TLS, SASL.
 
-TLS runs through a TLS-terminating proxy on loopback in front of Tansu (Tansu 0.6.0's
-``--cert`` flag does not give a TLS listener); certificates come from the openssl CLI.
+TLS runs through a TLS-terminating proxy on loopback in front of Apache Kafka's plaintext
+listener, with certificates from the openssl CLI, so that each test picks the certificate
+the client meets (Apache Kafka's own TLS listener is tested in test_security_apache.py).
 """
 
 from __future__ import annotations
@@ -264,9 +266,9 @@ def trusting(certificates: Path, ca: str = "ca") -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(certificates / f"{ca}.pem"))
 
 
-def test_tls_with_hostname_verification(certificates: Path, tansu_broker: BrokerInfo) -> None:
+def test_tls_with_hostname_verification(certificates: Path, broker: BrokerInfo) -> None:
     async def scenario() -> None:
-        async with tls_proxy(certificates, first_address(tansu_broker.bootstrap)) as port:
+        async with tls_proxy(certificates, first_address(broker.bootstrap)) as port:
             context = trusting(certificates)
             assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
             conn = await Connection.connect("localhost", port, tls_config(context))
@@ -290,7 +292,7 @@ def test_tls_with_hostname_verification(certificates: Path, tansu_broker: Broker
     ],
 )
 def test_tls_rejects_bad_certificates(
-    certificates: Path, tansu_broker: BrokerInfo, case: str, host: str, match: str
+    certificates: Path, broker: BrokerInfo, case: str, host: str, match: str
 ) -> None:
     contexts: dict[str, ssl.SSLContext | None] = {
         "wrong-hostname": trusting(certificates),
@@ -299,7 +301,7 @@ def test_tls_rejects_bad_certificates(
     }
 
     async def scenario() -> None:
-        async with tls_proxy(certificates, first_address(tansu_broker.bootstrap)) as port:
+        async with tls_proxy(certificates, first_address(broker.bootstrap)) as port:
             with pytest.raises(KafkaConnectionError, match="certificate of broker") as info:
                 await Connection.connect(host, port, tls_config(contexts[case]))
             assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
@@ -310,12 +312,12 @@ def test_tls_rejects_bad_certificates(
 
 @pytest.mark.parametrize("kind", ["producer", "consumer", "admin"])
 def test_a_rejected_certificate_fails_start_at_once(
-    certificates: Path, tansu_broker: BrokerInfo, kind: str
+    certificates: Path, broker: BrokerInfo, kind: str
 ) -> None:
     from kafkaio import Admin, Consumer, Producer
 
     async def scenario() -> None:
-        async with tls_proxy(certificates, first_address(tansu_broker.bootstrap)) as port:
+        async with tls_proxy(certificates, first_address(broker.bootstrap)) as port:
             options: dict[str, Any] = {
                 "security_protocol": "SSL",
                 "ssl_context": trusting(certificates, "other-ca"),
@@ -340,21 +342,19 @@ def test_a_rejected_certificate_fails_start_at_once(
     run(scenario)
 
 
-def test_tls_without_hostname_check_accepts_ip(
-    certificates: Path, tansu_broker: BrokerInfo
-) -> None:
+def test_tls_without_hostname_check_accepts_ip(certificates: Path, broker: BrokerInfo) -> None:
     async def scenario() -> None:
         context = trusting(certificates)
         context.check_hostname = False  # the certificate names localhost, we dial 127.0.0.1
-        async with tls_proxy(certificates, first_address(tansu_broker.bootstrap)) as port:
+        async with tls_proxy(certificates, first_address(broker.bootstrap)) as port:
             conn = await Connection.connect("127.0.0.1", port, tls_config(context))
             await conn.close()
 
     run(scenario)
 
 
-def test_tls_client_on_plaintext_listener_fails_cleanly(tansu_broker: BrokerInfo) -> None:
-    host, port = first_address(tansu_broker.bootstrap)
+def test_tls_client_on_plaintext_listener_fails_cleanly(broker: BrokerInfo) -> None:
+    host, port = first_address(broker.bootstrap)
 
     async def scenario() -> None:
         config = tls_config(ssl.create_default_context(), timeout_ms=2000)

@@ -65,10 +65,11 @@ async def consume(
     )
     await consumer.start()
     out: dict[int, list[Any]] = defaultdict(list)
+    tps = [AioTp(topic, p) for p in range(partitions)]
     try:
-        consumer.assign([AioTp(topic, p) for p in range(partitions)])
+        consumer.assign(tps)
         count = 0
-        with anyio.fail_after(timeout):
+        with anyio.move_on_after(timeout):
             while count < expected:
                 batch = await consumer.getmany(timeout_ms=500, max_records=50_000)
                 for tp, messages in batch.items():
@@ -78,6 +79,16 @@ async def consume(
             extra = await consumer.getmany(timeout_ms=300)
             for tp, messages in extra.items():
                 out[tp.partition].extend(messages)
+        if count < expected:  # what the broker holds tells a lost record from a stalled reader
+            held = "unanswered within 10 s"
+            with anyio.move_on_after(10):
+                ends = await consumer.end_offsets(tps)
+                held = str([ends[tp] for tp in tps])
+            raise AssertionError(
+                f"aiokafka read {count} of {expected} records within {timeout} s: per "
+                f"partition {[len(out[tp.partition]) for tp in tps]}; the broker's end "
+                f"offsets {held}"
+            )
     finally:
         await consumer.stop()
     return out
@@ -101,7 +112,7 @@ async def test_round_trip(kafka_broker: BrokerInfo, unique_topic: str, compressi
             ]
             await producer.flush()
         metadata = [f.result() for f in futures]
-        consumed = await consume(kafka_broker.bootstrap, unique_topic, PARTITIONS, count)
+    consumed = await consume(kafka_broker.bootstrap, unique_topic, PARTITIONS, count)
 
     assert sum(len(v) for v in consumed.values()) == count  # nothing lost, nothing twice
     where = {(m.partition, m.offset): i for i, m in enumerate(metadata)}
@@ -150,7 +161,7 @@ async def test_produce_round_trip(
                     )
             await producer.flush()
         metadata = [f.result() for f in futures]
-        consumed = await consume(kafka_broker.bootstrap, unique_topic, PARTITIONS, count)
+    consumed = await consume(kafka_broker.bootstrap, unique_topic, PARTITIONS, count)
     assert blocked > 0  # the buffer filled up: produce() said so instead of waiting
     assert sum(len(v) for v in consumed.values()) == count
     where = {(m.partition, m.offset): i for i, m in enumerate(metadata)}

@@ -1,6 +1,6 @@
 """Schema Registry against a real registry (Apicurio Registry's Confluent API on loopback):
 the client and its caches, subject name strategies, and the Avro, JSON Schema and Protobuf
-serdes, byte for byte against confluent-kafka's serializers, and through a broker (Tansu)."""
+serdes, byte for byte against confluent-kafka's serializers, and through a broker (Apache Kafka)."""
 
 from __future__ import annotations
 
@@ -302,21 +302,21 @@ async def test_protobuf_bytes_match_confluent_kafka_with_message_indexes(
 
 
 async def test_avro_through_a_broker_with_a_poison_record(
-    registry: SchemaRegistryClient, tansu_broker: BrokerInfo, unique_topic: str
+    registry: SchemaRegistryClient, broker: BrokerInfo, unique_topic: str
 ) -> None:
     with anyio.fail_after(GUARD):
         async with Producer(
-            tansu_broker.bootstrap, value_serializer=AvroSerializer(registry, avro_schema("Evt"))
+            broker.bootstrap, value_serializer=AvroSerializer(registry, avro_schema("Evt"))
         ) as producer:
             for i in range(3):
                 await producer.send(
                     unique_topic, {"id": i, "name": f"n{i}", "tags": []}, partition=0
                 )
-        async with Producer(tansu_broker.bootstrap) as producer:
+        async with Producer(broker.bootstrap) as producer:
             await producer.send(unique_topic, b"not avro", partition=0)
         tp = TopicPartition(unique_topic, 0)
         async with Consumer(
-            bootstrap_servers=tansu_broker.bootstrap,
+            bootstrap_servers=broker.bootstrap,
             value_deserializer=AvroDeserializer(registry),
             auto_offset_reset="earliest",
         ) as consumer:

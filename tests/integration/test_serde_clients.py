@@ -1,4 +1,4 @@
-"""Serializers of every shape through a real broker (Tansu): plain, async and context-taking,
+"""Serializers of every shape through a real broker (Apache Kafka): plain, async and context-taking,
 awaited in the application's task; errors name topic, partition, offset and field."""
 
 from __future__ import annotations
@@ -67,9 +67,7 @@ async def _read(consumer: Consumer, n: int) -> list[Any]:
     return out
 
 
-async def test_async_and_context_serdes_round_trip(
-    tansu_broker: BrokerInfo, unique_topic: str
-) -> None:
+async def test_async_and_context_serdes_round_trip(broker: BrokerInfo, unique_topic: str) -> None:
     tagged = TopicTagged()
 
     async def key_ser(key: str) -> bytes:
@@ -78,7 +76,7 @@ async def test_async_and_context_serdes_round_trip(
 
     with anyio.fail_after(GUARD):
         async with Producer(
-            tansu_broker.bootstrap, key_serializer=key_ser, value_serializer=tagged
+            broker.bootstrap, key_serializer=key_ser, value_serializer=tagged
         ) as producer:
             me = anyio.get_current_task().id
             for i in range(5):
@@ -91,7 +89,7 @@ async def test_async_and_context_serdes_round_trip(
         return None if data is None else data.decode().upper()
 
     async with Consumer(
-        bootstrap_servers=tansu_broker.bootstrap,
+        bootstrap_servers=broker.bootstrap,
         key_deserializer=key_de,
         value_deserializer=checked,
         auto_offset_reset="earliest",
@@ -105,14 +103,14 @@ async def test_async_and_context_serdes_round_trip(
 
 
 async def test_a_failing_async_deserializer_stops_at_the_record_and_names_it(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
-    async with Producer(tansu_broker.bootstrap) as producer:
+    async with Producer(broker.bootstrap) as producer:
         for value in (b"a", b"b", b"bad", b"c"):
             await producer.send(unique_topic, value, partition=0)
     tp = TopicPartition(unique_topic, 0)
     async with Consumer(
-        bootstrap_servers=tansu_broker.bootstrap,
+        bootstrap_servers=broker.bootstrap,
         value_deserializer=Checked(),
         auto_offset_reset="earliest",
     ) as consumer:
@@ -138,10 +136,10 @@ async def test_a_failing_async_deserializer_stops_at_the_record_and_names_it(
 
 
 async def test_dataclass_serdes_and_plain_serializer_errors(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
     async with Producer(
-        tansu_broker.bootstrap, value_serializer=DataclassSerializer(Reading)
+        broker.bootstrap, value_serializer=DataclassSerializer(Reading)
     ) as producer:
         await producer.send(unique_topic, Reading("s1", 21.5), partition=0)
         with pytest.raises(SerializationError) as info:
@@ -152,14 +150,14 @@ async def test_dataclass_serdes_and_plain_serializer_errors(
             "value",
         )
         assert "expected a Reading, got dict" in str(info.value)
-    async with Producer(tansu_broker.bootstrap, value_serializer=str) as producer:
+    async with Producer(broker.bootstrap, value_serializer=str) as producer:
         with pytest.raises(SerializationError, match="value_serializer returned str"):
             await producer.send(unique_topic, 5)
-    async with Producer(tansu_broker.bootstrap) as producer:
+    async with Producer(broker.bootstrap) as producer:
         with pytest.raises(KafkaConfigError, match="pass bytes or set value_serializer"):
             await producer.send(unique_topic, "text")
     async with Consumer(
-        bootstrap_servers=tansu_broker.bootstrap,
+        bootstrap_servers=broker.bootstrap,
         value_deserializer=DataclassDeserializer(Reading),
         auto_offset_reset="earliest",
     ) as consumer:

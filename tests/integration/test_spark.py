@@ -1,4 +1,4 @@
-"""format("kafkaio") in a real local Spark (PySpark 4.2+) against Tansu: batch reads (all
+"""format("kafkaio") in a real local Spark (PySpark 4.2+) against Apache Kafka: batch reads (all
 partitions, explicit offset ranges, headers), batch and streaming writes, streaming reads
 with Trigger.AvailableNow and a checkpoint, and the option checks."""
 
@@ -69,23 +69,12 @@ def spark() -> Iterator[SparkSession]:
 Rec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
 
 
-def _produce(
-    bootstrap: str, topic: str, records: list[Rec], *, one_by_one: bool = False
-) -> list[RecordMetadata]:
-    """Produce (partition, key, value, headers) records with kafkaio; their metadata in order.
-
-    `one_by_one` sends each record as its own batch: Tansu 0.6 answers ListOffsets "latest"
-    with the last batch's base offset + 1, which is exact only for one-record batches."""
+def _produce(bootstrap: str, topic: str, records: list[Rec]) -> list[RecordMetadata]:
+    """Produce (partition, key, value, headers) records with kafkaio, in batches of several
+    records; their metadata in order."""
 
     async def main() -> list[RecordMetadata]:
-        async with Producer(bootstrap, linger_ms=0 if one_by_one else 5) as producer:
-            if one_by_one:
-                return [
-                    await producer.send(
-                        topic, v, key=k, partition=p, headers=h, timestamp_ms=TS0 + i
-                    )
-                    for i, (p, k, v, h) in enumerate(records)
-                ]
+        async with Producer(bootstrap, linger_ms=5) as producer:
             futures = [
                 await producer.enqueue(
                     topic, v, key=k, partition=p, headers=h, timestamp_ms=TS0 + i
@@ -128,11 +117,6 @@ def _consume_all(bootstrap: str, topic: str, count: int) -> list[Any]:
         return out
 
     return anyio.run(main)
-
-
-@pytest.fixture
-def broker(tansu_broker: BrokerInfo) -> BrokerInfo:
-    return tansu_broker
 
 
 # -- batch reads ---------------------------------------------------------------------------
@@ -213,6 +197,28 @@ def test_batch_read_offset_ranges(
         .collect()
     )
     assert sorted((r.partition, r.offset) for r in rows) == [(2, 28), (2, 29)]
+
+
+def test_batch_read_between_timestamps(
+    spark: SparkSession, broker: BrokerInfo, unique_topic: str
+) -> None:
+    """startingTimestamp and endingTimestamp: each partition from its first record stamped at
+    or after the start up to (not including) its first stamped at or after the end, as the
+    broker's ListOffsets by time answers."""
+    _create(broker, unique_topic)
+    metas = _produce(broker.bootstrap, unique_topic, _records(90))  # record i at TS0 + i
+    rows = (
+        spark.read.format("kafkaio")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", unique_topic)
+        .option("startingTimestamp", str(TS0 + 30))
+        .option("endingTimestamp", str(TS0 + 60))
+        .load()
+        .collect()
+    )
+    assert sorted((r.partition, r.offset, bytes(r.value)) for r in rows) == sorted(
+        (md.partition, md.offset, f"v{i}".encode()) for i, md in enumerate(metas) if 30 <= i < 60
+    )
 
 
 def test_batch_read_headers(spark: SparkSession, broker: BrokerInfo, unique_topic: str) -> None:
@@ -393,14 +399,14 @@ def test_streaming_available_now_resumes_from_checkpoint(
 ) -> None:
     _create(broker, unique_topic)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    first = _produce(broker.bootstrap, unique_topic, _records(30), one_by_one=True)
+    first = _produce(broker.bootstrap, unique_topic, _records(30))
     _stream_once(spark, broker, unique_topic, out, checkpoint)
     rows = spark.read.parquet(str(out)).collect()
     assert sorted((r.partition, r.offset) for r in rows) == sorted(
         (md.partition, md.offset) for md in first
     )
 
-    second = _produce(broker.bootstrap, unique_topic, _records(45, start=30), one_by_one=True)
+    second = _produce(broker.bootstrap, unique_topic, _records(45, start=30))
     progress = _stream_once(spark, broker, unique_topic, out, checkpoint)
     assert sum(p["numInputRows"] for p in progress) == 15  # only the new records
     rows = spark.read.parquet(str(out)).collect()
@@ -415,7 +421,7 @@ def test_streaming_max_offsets_per_trigger(
     spark: SparkSession, broker: BrokerInfo, unique_topic: str, tmp_path: Path
 ) -> None:
     _create(broker, unique_topic)
-    metas = _produce(broker.bootstrap, unique_topic, _records(60), one_by_one=True)
+    metas = _produce(broker.bootstrap, unique_topic, _records(60))
     progress = _stream_once(
         spark, broker, unique_topic, tmp_path / "out", tmp_path / "cp", maxOffsetsPerTrigger="25"
     )
@@ -434,7 +440,7 @@ def test_streaming_micro_batch_with_nothing_to_read(
     input partitions and reads nothing."""
     first, second = f"{unique_topic}-a", f"{unique_topic}-b"
     _create(broker, first)
-    metas = _produce(broker.bootstrap, first, _records(6), one_by_one=True)
+    metas = _produce(broker.bootstrap, first, _records(6))
     out, checkpoint = tmp_path / "out", tmp_path / "cp"
     _stream_once(spark, broker, f"{unique_topic}-[ab]", out, checkpoint, pattern=True)
     _create(broker, second)
@@ -453,7 +459,7 @@ def test_streaming_copy_between_topics(
     source, sink = unique_topic, unique_topic + "-copy"
     _create(broker, source)
     _create(broker, sink)
-    _produce(broker.bootstrap, source, _records(20), one_by_one=True)
+    _produce(broker.bootstrap, source, _records(20))
     query = (
         spark.readStream.format("kafkaio")
         .option("kafka.bootstrap.servers", broker.bootstrap)
@@ -671,8 +677,9 @@ def test_batch_read_subscribe_pattern(
 
 class _StubAdmin:
     """Answers ListOffsets like a broker whose partition t-0 holds timestamps 100..190
-    (offsets 0..9) and ends at 10. Tansu 0.6 cannot answer timestamp lookups (it returns
-    offset 0 for any timestamp), so the timestamp paths are checked against this."""
+    (offsets 0..9) and ends at 10: the edge cases of timestamp bounds (past the end, with
+    each strategy) without a broker; test_batch_read_between_timestamps reads by timestamp
+    from a real one."""
 
     async def list_offsets(self, specs: dict[TopicPartition, int], **_: Any) -> dict[Any, Any]:
         from kafkaio.admin import ListedOffset

@@ -1,4 +1,4 @@
-"""The clients on trio (anyio's trio backend) against Tansu: Admin creates a topic, Producer
+"""The clients on trio (anyio's trio backend) against Apache Kafka: Admin creates a topic, Producer
 sends and flushes, Consumer assigns and reads back, close() leaves no task behind."""
 
 from __future__ import annotations
@@ -58,10 +58,8 @@ def test_runs_on_a_real_trio_loop() -> None:
     assert _run_on_trio(main) == "trio"
 
 
-def test_admin_producer_consumer_round_trip_on_trio(
-    tansu_broker: BrokerInfo, unique_topic: str
-) -> None:
-    bootstrap = tansu_broker.bootstrap
+def test_admin_producer_consumer_round_trip_on_trio(broker: BrokerInfo, unique_topic: str) -> None:
+    bootstrap = broker.bootstrap
 
     async def main() -> None:
         tasks_before = _task_count()
@@ -105,9 +103,9 @@ def test_admin_producer_consumer_round_trip_on_trio(
     _run_on_trio(main)
 
 
-def test_consumer_iteration_and_close_on_trio(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+def test_consumer_iteration_and_close_on_trio(broker: BrokerInfo, unique_topic: str) -> None:
     """`async for` on trio ends cleanly when another task closes the consumer."""
-    bootstrap = tansu_broker.bootstrap
+    bootstrap = broker.bootstrap
 
     async def main() -> None:
         tasks_before = _task_count()
@@ -135,11 +133,11 @@ def test_consumer_iteration_and_close_on_trio(tansu_broker: BrokerInfo, unique_t
     _run_on_trio(main)
 
 
-def test_group_consumer_runner_on_trio(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+def test_group_consumer_runner_on_trio(broker: BrokerInfo, unique_topic: str) -> None:
     """A group member on trio (join, fetch, commit on stop, leave) through ConsumerRunner."""
     from kafkaio.integrations import ConsumerRunner
 
-    bootstrap = tansu_broker.bootstrap
+    bootstrap = broker.bootstrap
     group = f"{unique_topic}-group"
 
     async def main() -> None:
@@ -156,9 +154,6 @@ def test_group_consumer_runner_on_trio(tansu_broker: BrokerInfo, unique_topic: s
                 group_id=group,
                 auto_offset_reset="earliest",
                 enable_auto_commit=False,
-                session_timeout_ms=6000,
-                heartbeat_interval_ms=500,
-                rebalance_timeout_ms=1000,  # Tansu holds the first join this long
             )
             async with ConsumerRunner(consumer, lambda r: seen.append(r.value)) as runner:
                 while len(seen) < 6:

@@ -1,5 +1,5 @@
 """The web examples (examples/fastapi_app.py, examples/aiohttp_app.py) and the ConsumerRunner
-helper against Tansu: produce over HTTP, the background consumer sees every record, health
+helper against Apache Kafka (the FastAPI example on Tansu too, the broker of `make demo`): produce over HTTP, the background consumer sees every record, health
 shows lag per partition, shutdown commits what was handled and leaves the group."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 2
 COUNT = 8
-# Tansu holds a group's first join for the rebalance timeout: keep it short in tests.
+# Tansu holds a group's first join for the rebalance timeout: keep it short there.
 GROUP_OPTIONS = {
     "session_timeout_ms": 6000,
     "heartbeat_interval_ms": 500,
@@ -91,13 +91,14 @@ def _check_health(body: dict[str, Any], topic: str) -> None:
 # -- FastAPI -------------------------------------------------------------------------------
 
 
-def test_fastapi_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+@pytest.mark.parametrize("broker", ["kafka", "tansu"], indirect=True)
+def test_fastapi_example(broker: BrokerInfo, unique_topic: str) -> None:
     testclient = pytest.importorskip("fastapi.testclient", reason="fastapi/httpx not installed")
     module = _load_example("fastapi_app")
-    anyio.run(tansu_broker.create_topic, unique_topic, PARTITIONS)
+    anyio.run(broker.create_topic, unique_topic, PARTITIONS)
     group = f"{unique_topic}-group"
     app = module.create_app(
-        tansu_broker.bootstrap, unique_topic, group_id=group, consumer_options=GROUP_OPTIONS
+        broker.bootstrap, unique_topic, group_id=group, consumer_options=GROUP_OPTIONS
     )
     with testclient.TestClient(app) as client:
         acks = []
@@ -123,7 +124,7 @@ def test_fastapi_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
         ready = client.get("/ready")
         assert ready.status_code == 200 and ready.json()["ready"] is True
     # shutdown committed the handled records and left the group
-    committed, description = anyio.run(_group_state, tansu_broker.bootstrap, group, unique_topic)
+    committed, description = anyio.run(_group_state, broker.bootstrap, group, unique_topic)
     assert committed == {p: COUNT // PARTITIONS for p in range(PARTITIONS)}
     assert description.members == ()
 
@@ -131,13 +132,13 @@ def test_fastapi_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
 # -- aiohttp -------------------------------------------------------------------------------
 
 
-async def test_aiohttp_example(tansu_broker: BrokerInfo, unique_topic: str) -> None:
+async def test_aiohttp_example(broker: BrokerInfo, unique_topic: str) -> None:
     test_utils = pytest.importorskip("aiohttp.test_utils", reason="aiohttp is not installed")
     module = _load_example("aiohttp_app")
-    await tansu_broker.create_topic(unique_topic, PARTITIONS)
+    await broker.create_topic(unique_topic, PARTITIONS)
     group = f"{unique_topic}-group"
     app = module.create_app(
-        tansu_broker.bootstrap, unique_topic, group_id=group, consumer_options=GROUP_OPTIONS
+        broker.bootstrap, unique_topic, group_id=group, consumer_options=GROUP_OPTIONS
     )
     with anyio.fail_after(60):
         async with test_utils.TestClient(test_utils.TestServer(app)) as client:
@@ -162,7 +163,7 @@ async def test_aiohttp_example(tansu_broker: BrokerInfo, unique_topic: str) -> N
             _check_health(body, unique_topic)
             ready = await client.get("/ready")
             assert ready.status == 200 and (await ready.json())["ready"] is True
-    committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic)
+    committed, description = await _group_state(broker.bootstrap, group, unique_topic)
     assert committed == {p: COUNT // PARTITIONS for p in range(PARTITIONS)}
     assert description.members == ()
 
@@ -177,11 +178,11 @@ async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 async def test_runner_skip_policy_logs_handler_errors_and_goes_on(
-    tansu_broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
+    broker: BrokerInfo, unique_topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    await tansu_broker.create_topic(unique_topic, 1)
+    await broker.create_topic(unique_topic, 1)
     values = [b"a", b"b", b"bad", b"c"]
-    await _produce(tansu_broker.bootstrap, unique_topic, values)
+    await _produce(broker.bootstrap, unique_topic, values)
     seen: list[bytes] = []
 
     async def handler(record: Any) -> None:
@@ -189,7 +190,7 @@ async def test_runner_skip_policy_logs_handler_errors_and_goes_on(
             raise ValueError("cannot handle this one")
         seen.append(record.value)
 
-    consumer = Consumer(bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest")
+    consumer = Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
     caplog.set_level(logging.ERROR, logger="kafkaio.integrations")
     with anyio.fail_after(30):
         async with ConsumerRunner(consumer, handler, on_error="skip", retries=0) as runner:
@@ -208,26 +209,26 @@ async def test_runner_skip_policy_logs_handler_errors_and_goes_on(
 
 
 async def test_runner_stop_on_error_commits_only_handled_records(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
-    await tansu_broker.create_topic(unique_topic, 1)
-    await _produce(tansu_broker.bootstrap, unique_topic, [b"a", b"b", b"bad", b"c", b"d"])
+    await broker.create_topic(unique_topic, 1)
+    await _produce(broker.bootstrap, unique_topic, [b"a", b"b", b"bad", b"c", b"d"])
     group = f"{unique_topic}-group"
     seen: list[bytes] = []
     handler = _poison_at_bad(seen)
 
-    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
+    consumer = _group_consumer(broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
         async with ConsumerRunner(consumer, handler, stop_on_error=True) as runner:
             while runner.state is RunnerState.RUNNING:
                 await anyio.sleep(0.02)
             status = runner.status()
             assert runner.state is RunnerState.FAILED and not status.healthy
-            _, during = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+            _, during = await _group_state(broker.bootstrap, group, unique_topic, 1)
             assert len(during.members) == 1  # still a member until the runner stops
         assert runner.state is RunnerState.FAILED
     assert seen == [b"a", b"b"]
-    committed, description = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+    committed, description = await _group_state(broker.bootstrap, group, unique_topic, 1)
     assert committed == {0: 2}  # the poison record is read again by the next member
     assert description.members == ()
 
@@ -255,14 +256,14 @@ def _group_consumer(bootstrap: str, topic: str, group: str) -> Consumer:
 
 
 async def test_runner_default_retries_then_stops_at_the_record_without_losing_it(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
     """The default policy: a failing handler is retried (3 times, with backoff), then the
     loop stops at the record, which is not committed: the next member reads it again."""
     from kafkaio.backoff import ExponentialBackoff
 
-    await tansu_broker.create_topic(unique_topic, 1)
-    await _produce(tansu_broker.bootstrap, unique_topic, [b"a", b"flaky", b"bad", b"c"])
+    await broker.create_topic(unique_topic, 1)
+    await _produce(broker.bootstrap, unique_topic, [b"a", b"flaky", b"bad", b"c"])
     group = f"{unique_topic}-group"
     calls: list[bytes] = []
 
@@ -273,7 +274,7 @@ async def test_runner_default_retries_then_stops_at_the_record_without_losing_it
         if record.value == b"bad":
             raise ValueError("poison record")
 
-    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
+    consumer = _group_consumer(broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
         async with ConsumerRunner(
             consumer, handler, retry_backoff=ExponentialBackoff(10, 20)
@@ -284,28 +285,28 @@ async def test_runner_default_retries_then_stops_at_the_record_without_losing_it
     assert calls == [b"a", b"flaky", b"flaky", b"bad", b"bad", b"bad", b"bad"]
     assert runner.state is RunnerState.FAILED and not status.healthy
     assert (status.handled, status.handler_errors, status.retries) == (2, 5, 4)
-    committed, _ = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+    committed, _ = await _group_state(broker.bootstrap, group, unique_topic, 1)
     assert committed == {0: 2}  # "bad" (offset 2) is not committed: nothing is lost
 
 
 async def test_runner_dead_letter_policy_sends_the_record_with_its_origin(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
     from kafkaio.integrations.runner import DLT_EXCEPTION, DLT_MESSAGE, DLT_OFFSET, DLT_TOPIC
 
-    await tansu_broker.create_topic(unique_topic, 1)
+    await broker.create_topic(unique_topic, 1)
     dead = f"{unique_topic}-dlt"
-    await tansu_broker.create_topic(dead, 1)
-    async with Producer(tansu_broker.bootstrap) as producer:
+    await broker.create_topic(dead, 1)
+    async with Producer(broker.bootstrap) as producer:
         for value in (b"a", b"bad", b"c"):
             await producer.send(unique_topic, value, key=b"k-" + value, headers=[("h", b"1")])
     group = f"{unique_topic}-group"
     seen: list[bytes] = []
     handler = _poison_at_bad(seen)
 
-    consumer = _group_consumer(tansu_broker.bootstrap, unique_topic, group)
+    consumer = _group_consumer(broker.bootstrap, unique_topic, group)
     with anyio.fail_after(30):
-        async with Producer(tansu_broker.bootstrap) as dlt_producer:
+        async with Producer(broker.bootstrap) as dlt_producer:
             async with ConsumerRunner(
                 consumer,
                 handler,
@@ -319,11 +320,9 @@ async def test_runner_dead_letter_policy_sends_the_record_with_its_origin(
                     await anyio.sleep(0.02)
                 status = runner.status()
     assert seen == [b"a", b"c"] and status.dead_lettered == 1 and status.healthy
-    committed, _ = await _group_state(tansu_broker.bootstrap, group, unique_topic, 1)
+    committed, _ = await _group_state(broker.bootstrap, group, unique_topic, 1)
     assert committed == {0: 3}
-    async with Consumer(
-        bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest"
-    ) as reader:
+    async with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as reader:
         reader.assign([TopicPartition(dead, 0)])
         with anyio.fail_after(20):
             while not (batch := await reader.getmany(timeout_ms=300)):
@@ -346,12 +345,12 @@ def test_runner_refuses_a_dead_letter_policy_without_its_topic() -> None:
 
 
 async def test_runner_is_alive_but_not_ready_until_it_has_partitions(
-    tansu_broker: BrokerInfo, unique_topic: str
+    broker: BrokerInfo, unique_topic: str
 ) -> None:
     """Liveness vs readiness: a running loop without partitions (a group member still
     joining, or nothing assigned yet) is healthy but not ready; its client likewise."""
-    await tansu_broker.create_topic(unique_topic, 1)
-    consumer = Consumer(bootstrap_servers=tansu_broker.bootstrap, auto_offset_reset="earliest")
+    await broker.create_topic(unique_topic, 1)
+    consumer = Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
     with anyio.fail_after(30):
         async with ConsumerRunner(consumer, print) as runner:
             status = runner.status()

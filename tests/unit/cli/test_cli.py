@@ -7,10 +7,12 @@ import base64
 import json
 import ssl
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kafkaio.cli import main
+from kafkaio.cli.clients import until_shown
 from kafkaio.cli.output import record_formatter
 from kafkaio.cli.produce import check_partitions, parse_headers, parse_lines
 from kafkaio.cli.settings import (
@@ -21,7 +23,8 @@ from kafkaio.cli.settings import (
     ssl_context,
 )
 from kafkaio.consumer import ConsumerRecord
-from kafkaio.errors import KafkaConfigError
+from kafkaio.errors import KafkaConfigError, KafkaTimeoutError
+from kafkaio.metadata.cluster import PartitionInfo, TopicInfo
 
 
 def test_lines_with_key_separator_and_headers() -> None:
@@ -284,3 +287,35 @@ def test_json_input_base64_values_are_the_bytes_they_encode() -> None:
     assert json.loads(other.value or b"") == {"base64": "x", "more": 1}  # not the bytes form
     with pytest.raises(KafkaConfigError, match="not valid base64"):
         parse_lines(b'{"value": {"base64": "%%%"}}\n', fmt="json", key_separator=None, headers=[])
+
+
+class _ListingLater:
+    """An Admin whose metadata shows a topic from the `shows_from`-th describe on, as Apache
+    Kafka's brokers do a moment after CreateTopics (or, with `created=False`, stop showing
+    it after DeleteTopics) has answered."""
+
+    def __init__(self, shows_from: int, *, created: bool = True) -> None:
+        self.calls = 0
+        self.shows_from = shows_from
+        self.created = created
+
+    async def describe_topics(self, names: list[str]) -> dict[str, TopicInfo]:
+        self.calls += 1
+        listed = (self.calls >= self.shows_from) == self.created
+        if not listed:
+            return {n: TopicInfo(n, None, False, (), error=3) for n in names}
+        partition = PartitionInfo(names[0], 0, leader=1, leader_epoch=0)
+        return {n: TopicInfo(n, None, False, (partition,)) for n in names}
+
+
+@pytest.mark.parametrize("created", [True, False])
+async def test_topic_commands_wait_until_the_brokers_show_the_change(created: bool) -> None:
+    admin: Any = _ListingLater(3, created=created)
+    await until_shown(admin, "t", created=created, timeout_ms=5000)
+    assert admin.calls == 3  # not before the metadata showed it
+
+
+async def test_a_change_the_brokers_never_show_is_a_timeout() -> None:
+    admin: Any = _ListingLater(10**9)
+    with pytest.raises(KafkaTimeoutError, match=r"'t' was created, but .* within 100 ms"):
+        await until_shown(admin, "t", created=True, timeout_ms=100)
