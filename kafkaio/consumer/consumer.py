@@ -10,7 +10,15 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,6 +52,7 @@ from kafkaio.consumer.group.member import GroupMembership
 from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.handlers import ConsumerEventHandlers
 from kafkaio.consumer.interceptors import ConsumerInterceptors
+from kafkaio.consumer.iteration import RecordIterator
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
@@ -163,7 +172,7 @@ class Consumer(AsyncClient):
         )
         self._buffer = FetchBuffer()
         self._background = BackgroundEventQueue()
-        self._background_events = self._background.events  # __anext__'s fast path tests it
+        self._background_events = self._background.events  # the iterator's fast path tests it
         self._events = ApplicationEventQueue()
         self._processor = ApplicationEventProcessor(self._events)
         self._fetcher = FetchManager(
@@ -1083,8 +1092,9 @@ class Consumer(AsyncClient):
             records = await self._poll(batch, only, _CHECK_INTERVAL_S * 1000, from_pending=False)
             self._pending.extend(records)
 
-    def __aiter__(self) -> Consumer:
-        return self
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        # each step, taking a record already fetched, is compiled there (make accel)
+        return RecordIterator(self, self._pending.records, self._background_events)
 
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
