@@ -12,11 +12,23 @@ from collections import deque
 from typing import Any
 
 
+class IterationGate:
+    """One per consumer: ``open`` until it is closed or an unsubscribe starts (from then on
+    every step goes through ``Consumer.__anext__``). A native attribute, so the compiled
+    step reads it without a Python attribute lookup."""
+
+    def __init__(self) -> None:
+        self.open = True
+
+
 class RecordIterator:
     """What ``Consumer.__aiter__`` returns: one per `async for` loop."""
 
-    def __init__(self, consumer: Any, pending: deque[Any], background: deque[Any]) -> None:
+    def __init__(
+        self, consumer: Any, gate: IterationGate, pending: deque[Any], background: deque[Any]
+    ) -> None:
         self._consumer = consumer  # a Consumer (not imported: it is not compiled)
+        self._gate = gate
         self._pending = pending  # the consumer's records fetched and not handed out yet
         self._background = background  # its background events (errors, callbacks)
 
@@ -24,9 +36,8 @@ class RecordIterator:
         return self
 
     async def __anext__(self) -> Any:
-        consumer = self._consumer
-        if not self._background and consumer._unsubscribing is None and not consumer._closed:
+        if self._gate.open and not self._background:
             pending = self._pending
             if pending:
                 return pending.popleft()
-        return await consumer.__anext__()
+        return await self._consumer.__anext__()

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from kafkaio.consumer.iteration import RecordIterator
+from kafkaio.consumer.iteration import IterationGate, RecordIterator
 
 
 class FakeConsumer:
-    """The consumer's side of the iterator: its state, and ``__anext__`` for the rest."""
+    """The consumer's side of the iterator: its gate, and ``__anext__`` for the rest."""
 
     def __init__(self) -> None:
+        self.gate = IterationGate()
         self._closed = False
-        self._unsubscribing: object | None = None
         self.slow_steps = 0
 
     async def __anext__(self) -> Any:
@@ -30,7 +30,7 @@ def _iterator(*records: str) -> tuple[RecordIterator, FakeConsumer, deque[Any], 
     consumer = FakeConsumer()
     pending: deque[Any] = deque(records)
     background: deque[Any] = deque()
-    return RecordIterator(consumer, pending, background), consumer, pending, background
+    return RecordIterator(consumer, consumer.gate, pending, background), consumer, pending, background
 
 
 async def test_records_at_hand_are_handed_out_in_order_without_the_consumer() -> None:
@@ -55,16 +55,16 @@ async def test_a_background_event_goes_first() -> None:
     assert list(pending) == ["a"]  # not handed out past the event
 
 
-async def test_an_unsubscribe_under_way_goes_to_the_consumer() -> None:
+async def test_a_closed_gate_goes_to_the_consumer() -> None:
     iterator, consumer, pending, _ = _iterator("a")
-    consumer._unsubscribing = object()
+    consumer.gate.open = False  # an unsubscribe under way
     assert await iterator.__anext__() == "from the consumer"
     assert list(pending) == ["a"]
 
 
 async def test_a_closed_consumer_ends_the_loop_with_records_left() -> None:
     iterator, consumer, pending, _ = _iterator("a")
-    consumer._closed = True
+    consumer._closed, consumer.gate.open = True, False
     with pytest.raises(StopAsyncIteration):
         await iterator.__anext__()
     assert list(pending) == ["a"]
@@ -76,5 +76,5 @@ async def test_async_for_takes_the_records_then_what_the_consumer_says() -> None
     async for record in iterator:
         seen.append(record)
         if len(seen) == 3:
-            consumer._closed = True
+            consumer._closed, consumer.gate.open = True, False
     assert seen == ["a", "b", "from the consumer"]
