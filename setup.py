@@ -27,9 +27,9 @@ from typing import Any
 from setuptools import setup  # type: ignore[import-untyped]
 from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
-# The hot path: varints, Record, RecordBatch decoding and BatchBuilder, ConsumerRecord, and
-# the producer's per-record path (appender, accumulator, batches, futures, memory, sticky
-# partitioner). compression.py and legacy.py stay interpreted (their time is spent in codec
+# The hot path: varints, Record, RecordBatch decoding and BatchBuilder, ConsumerRecord, the
+# step of `async for record in consumer`, and the producer's per-record path (appender,
+# accumulator, batches, futures, memory, sticky partitioner). compression.py and legacy.py stay interpreted (their time is spent in codec
 # libraries or is rare).
 COMPILED_MODULES = [
     "kafkaio/records/varint.py",
@@ -37,6 +37,7 @@ COMPILED_MODULES = [
     "kafkaio/records/batch.py",
     "kafkaio/records/builder.py",
     "kafkaio/consumer/record.py",
+    "kafkaio/consumer/iteration.py",
     "kafkaio/producer/murmur2.py",
     "kafkaio/producer/future.py",
     "kafkaio/producer/batch.py",

@@ -10,7 +10,15 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,6 +52,7 @@ from kafkaio.consumer.group.member import GroupMembership
 from kafkaio.consumer.group.membership import ClassicMembershipManager
 from kafkaio.consumer.handlers import ConsumerEventHandlers
 from kafkaio.consumer.interceptors import ConsumerInterceptors
+from kafkaio.consumer.iteration import IterationGate, RecordIterator
 from kafkaio.consumer.listener import RebalanceListener
 from kafkaio.consumer.offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetsManager
 from kafkaio.consumer.rebalance import GroupEventBridge, Partitions
@@ -163,7 +172,7 @@ class Consumer(AsyncClient):
         )
         self._buffer = FetchBuffer()
         self._background = BackgroundEventQueue()
-        self._background_events = self._background.events  # __anext__'s fast path tests it
+        self._background_events = self._background.events  # the iterator's fast path tests it
         self._events = ApplicationEventQueue()
         self._processor = ApplicationEventProcessor(self._events)
         self._fetcher = FetchManager(
@@ -237,6 +246,9 @@ class Consumer(AsyncClient):
         # no more application calls: set by close() once its steps ran (the listener's
         # callbacks may still commit while the consumer leaves the group)
         self._closed = False
+        # closed with the consumer or when an unsubscribe starts: `async for` then steps
+        # through __anext__ (see iteration.py)
+        self._iteration_gate = IterationGate()
         self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
         self._poll_event: PollEvent | None = None  # the last poll told to the network task
         # the network task applies the application's events (kafkaio.consumer.handlers); the
@@ -388,6 +400,7 @@ class Consumer(AsyncClient):
 
         def stop_calls() -> None:
             self._closed = True
+            self._iteration_gate.open = False
             self._notify()
             self._interceptors.close()
 
@@ -645,6 +658,7 @@ class Consumer(AsyncClient):
         """
         if self._unsubscribing is None or self._unsubscribing.done:
             self._unsubscribing = _Unsubscribe(self)
+            self._iteration_gate.open = False
         return self._unsubscribing
 
     async def _finish_unsubscribe(self, event: UnsubscribeEvent) -> None:
@@ -1085,8 +1099,11 @@ class Consumer(AsyncClient):
             records = await self._poll(batch, only, _CHECK_INTERVAL_S * 1000, from_pending=False)
             self._pending.extend(records)
 
-    def __aiter__(self) -> Consumer:
-        return self
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        # each step, taking a record already fetched, is compiled there (make accel)
+        return RecordIterator(
+            self, self._iteration_gate, self._pending.records, self._background_events
+        )
 
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:

@@ -65,6 +65,11 @@ class Sender:
     per batch and per request, never per record.
     """
 
+    # Its handlers (produce, InitProducerId, the transaction's requests) change only the
+    # Sender's own state (and ask the metadata manager for updates): after a response the
+    # driver need not poll the other managers (RequestManager).
+    self_contained = True
+
     def __init__(
         self,
         config: ProducerConfig,

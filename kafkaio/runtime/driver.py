@@ -75,6 +75,10 @@ class NetworkDriver:
         self.connections = connections
         self.metadata = metadata
         self._managers: list[RequestManager] = [metadata, *managers]
+        # per manager: when (ms) its last poll asked to be polled again
+        self._due = [-math.inf] * len(self._managers)
+        # per manager: its handlers change no other manager (RequestManager.self_contained)
+        self._contained = [getattr(m, "self_contained", False) is True for m in self._managers]
         # ``extra_nodes()`` is merged into every node table published to `connections`, so
         # synthetic ids (the group coordinator's connection) survive metadata updates
         self._extra_nodes = extra_nodes
@@ -224,19 +228,37 @@ class NetworkDriver:
             self._start_connecting()
         return wait
 
-    def _poll_managers(self) -> tuple[list[UnsentRequest[Any]], float]:
+    def _poll_managers(self, answered: int = -1) -> tuple[list[UnsentRequest[Any]], float]:
+        """Poll the managers; returns the requests to send and ms until the next poll is due.
+
+        ``answered``: the position of the manager whose handler just ran (-1: none). If that
+        manager is ``self_contained``, only it is polled, with the metadata manager if it
+        wants to update now and the managers whose last poll asked for a poll by now.
+        """
         now = now_ms()
         if self._closing:
             return self._poll_on_close(now)
         wait = math.inf
         requests: list[UnsentRequest[Any]] = []
         self._publish_extra_nodes()
-        for manager in self._managers:
-            result = manager.poll(now)
-            if result.requests:
-                requests.extend(result.requests)
-            if result.next_poll_ms < wait:
-                wait = result.next_poll_ms
+        due = self._due
+        some = answered >= 0 and self._contained[answered]
+        metadata_wait = self.metadata.time_to_next_update(now) if some else 0.0
+        for index, manager in enumerate(self._managers):
+            if some and index != answered and due[index] > now and (
+                index != 0 or metadata_wait > 0
+            ):
+                next_poll = due[index] - now
+            else:
+                result = manager.poll(now)
+                if result.requests:
+                    for request in result.requests:
+                        request.manager = index
+                    requests.extend(result.requests)
+                next_poll = result.next_poll_ms
+                due[index] = now + next_poll
+            if next_poll < wait:
+                wait = next_poll
         # A manager polled after the metadata manager (the application events' processor
         # handling an assign, a reset missing a leader) may have asked it for a topic or a
         # refresh: turn again at once rather than sleep on that until something else wakes us.
@@ -264,8 +286,8 @@ class NetworkDriver:
     def _connected(self, node: int) -> bool:
         return self.connections.ready(node) is not None
 
-    def _poll_after_response(self) -> list[UnsentRequest[Any]]:
-        """Poll the managers right after a handler ran; the requests to send now.
+    def _poll_after_response(self, answered: UnsentRequest[Any]) -> list[UnsentRequest[Any]]:
+        """Poll the managers right after `answered`'s handler ran; the requests to send now.
 
         Saves the main loop a wake-up per response: new requests start at once, and the
         loop is woken only if a manager wants to be polled before its current sleep ends.
@@ -273,7 +295,7 @@ class NetworkDriver:
         if self._stopping or not self._running:
             self.wakeup()
             return []
-        requests, wait = self._poll_managers()
+        requests, wait = self._poll_managers(answered.manager)
         if now_ms() + wait < self._sleep_until:
             self.wakeup()
         return requests
@@ -406,7 +428,7 @@ class NetworkDriver:
         with asyncio_callback():
             try:
                 self._handle(unsent, response, error)
-                for request in self._poll_after_response():
+                for request in self._poll_after_response(unsent):
                     self._dispatch(request)
             except Exception as exc:  # a manager bug, raised outside the driver's tasks
                 log.exception("polling the request managers failed; stopping the network task")

@@ -34,6 +34,8 @@ class UnsentRequest(Generic[R]):
     the callbacks already queued in the event loop (asyncio's fast path; elsewhere it changes
     nothing): for short handlers that an application is waiting on, such as Produce acks,
     which would otherwise wait behind a Fetch cycle read in the same loop pass.
+    ``manager`` is set by the driver: the position of the manager that made the request
+    in its list (after the response, see `RequestManager`).
     """
 
     node_id: int | None
@@ -43,6 +45,7 @@ class UnsentRequest(Generic[R]):
     expect_response: bool = True
     max_version: int | None = None
     handle_on_read: bool = False
+    manager: int = -1
 
 
 @dataclass(slots=True)
@@ -55,7 +58,15 @@ class PollResult:
 
 
 class RequestManager(Protocol):
-    """A sans-I/O state machine run by the I/O driver. It never reads a clock or a socket."""
+    """A sans-I/O state machine run by the I/O driver. It never reads a clock or a socket.
+
+    After a response's handler ran, the driver polls every manager again, unless the
+    request's manager has a true class attribute ``self_contained``: its handlers change
+    no other manager's state (asking the metadata manager for an update aside). Then the
+    driver polls that manager, the metadata manager if it wants to update now, and the
+    managers whose last poll asked to be polled by now; the others are polled at their
+    next turn as they asked (an application event wakes the driver and polls them all).
+    """
 
     def poll(self, now: float) -> PollResult:
         """Requests to send at ``now`` (milliseconds) and when to be polled again."""

@@ -133,3 +133,14 @@ def test_pattern_subscription_requests_all_topics_and_matches_new_snapshots() ->
     subs.unsubscribe()
     manager.poll(3)
     assert not metadata.all_topics
+
+
+async def test_after_unsubscribe_async_for_steps_through_the_consumer() -> None:
+    consumer = group_consumer()
+    consumer._pending.extend({A: [record(A, 10)]})
+    iterator = consumer.__aiter__()
+    assert (await iterator.__anext__()).offset == 10  # a record at hand: the fast step
+    assert consumer._iteration_gate.open
+    consumer.unsubscribe()
+    # from now on each step goes to Consumer.__anext__, which runs the leave first
+    assert not consumer._iteration_gate.open
