@@ -182,7 +182,7 @@ async def _scenario(
     try:
         members = [f"m{i}" for i in range(size)]
         await asyncio.sleep(1.0)  # the producer's records flow before the group starts
-        t_start = time.perf_counter()
+        t_start, cpu_start = time.perf_counter(), time.process_time()
         for member in members:
             start(member)
         formation = await watch(members, t_start, f"{size} members forming")
@@ -191,12 +191,13 @@ async def _scenario(
         start("new")
         join = await watch([*members, "new"], t_join, f"member {size + 1} joining")
         moved = view.revoked - revoked_before
+        cpu = time.process_time() - cpu_start
     finally:
         stop.set()
         stop_producer.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*tasks, producer), 120)
-    return {"formation_s": formation, "join_s": join, "moved": float(moved)}
+    return {"formation_s": formation, "join_s": join, "moved": float(moved), "cpu_s": cpu}
 
 
 def measure_group(
@@ -261,7 +262,7 @@ def describe(sizes: Sequence[int] = SIZES, runs: int = 1) -> str:
         f"feeds with {RATE:,} msg/s (100 B, round-robin); then one more member joins. "
         "Formation and join: seconds until every partition is owned by exactly one member, "
         "the members hold equal shares, and each owner has received a record of each of its "
-        "partitions; moved: partitions revoked during the join. Classic: cooperative-sticky "
+        "partitions; moved: partitions revoked during the join; CPU: the whole process's (every member and the producer) from the members' start to the end of the join. Classic: cooperative-sticky "
         f"(aiokafka: range), session_timeout_ms={SESSION_TIMEOUT_MS}, "
         f"heartbeat_interval_ms={HEARTBEAT_MS} (the Java client's defaults); consumer "
         f"(KIP-848): the broker's uniform assignor. Broker group settings: {settings} "

@@ -151,6 +151,7 @@ _COLUMNS["scale: group size"] = [
     ("formation_s", "formation s", ".2f"),
     ("join_s", "join s", ".2f"),
     ("moved", "partitions moved on join", ".0f"),
+    ("cpu_s", "CPU s", ".2f"),
     ("peak_rss_mib", "peak RSS MiB", ".0f"),
 ]
 _COLUMNS["scale: metadata"] = [
