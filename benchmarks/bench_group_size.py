@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from benchmarks import clients
 from benchmarks.bench_rebalance import produce_steadily
 from benchmarks.clients import CLASSIC, CONSUMER_PROTOCOL, MemberSpec, run_member
-from benchmarks.common import APACHE, BenchBroker, add_broker_argument
+from benchmarks.common import APACHE, BenchBroker, add_broker_argument, int_list
 from benchmarks.isolate import ChildError, Metrics, run_isolated
-from benchmarks.report import NOTES, Row, median_row, note, suite_table
+from benchmarks.report import Row, median_row, note, print_suite
 
 SUITE = "scale: group size"
 PARTITIONS = 100
@@ -262,7 +262,9 @@ def describe(sizes: Sequence[int] = SIZES, runs: int = 1) -> str:
         f"feeds with {RATE:,} msg/s (100 B, round-robin); then one more member joins. "
         "Formation and join: seconds until every partition is owned by exactly one member, "
         "the members hold equal shares, and each owner has received a record of each of its "
-        "partitions; moved: partitions revoked during the join; CPU: the whole process's (every member and the producer) from the members' start to the end of the join. Classic: cooperative-sticky "
+        "partitions; moved: partitions revoked during the join; CPU: the whole process's "
+        "(every member and the producer) from the members' start to the end of the join. "
+        "Classic: cooperative-sticky "
         f"(aiokafka: range), session_timeout_ms={SESSION_TIMEOUT_MS}, "
         f"heartbeat_interval_ms={HEARTBEAT_MS} (the Java client's defaults); consumer "
         f"(KIP-848): the broker's uniform assignor. Broker group settings: {settings} "
@@ -272,19 +274,12 @@ def describe(sizes: Sequence[int] = SIZES, runs: int = 1) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), default=SIZES
-    )
+    parser.add_argument("--sizes", type=int_list, default=SIZES)
     parser.add_argument("--runs", type=int, default=1)
     add_broker_argument(parser)
     parser.set_defaults(bootstrap=APACHE)
     args = parser.parse_args(argv)
-    print(describe(args.sizes, args.runs))
-    rows = suite(args.sizes, args.runs, args.bootstrap)
-    if rows:
-        print(suite_table(rows), flush=True)
-    for text in sorted(NOTES):
-        print(f"\nNote: {text}.")
+    print_suite(describe(args.sizes, args.runs), suite(args.sizes, args.runs, args.bootstrap))
 
 
 if __name__ == "__main__":

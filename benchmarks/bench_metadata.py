@@ -20,9 +20,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from benchmarks import clients
-from benchmarks.common import APACHE, BenchBroker, add_broker_argument, in_turn
+from benchmarks.common import APACHE, BenchBroker, add_broker_argument, in_turn, int_list
 from benchmarks.isolate import Metrics, run_isolated
-from benchmarks.report import NOTES, Row, median_row, suite_table
+from benchmarks.report import Row, median_row, print_suite
 
 SUITE = "scale: metadata"
 CLIENTS = (clients.KAFKAIO, clients.AIOKAFKA, clients.CONFLUENT)
@@ -141,19 +141,12 @@ def describe(topics: Sequence[int] = TOPICS, runs: int = 1) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--topics", type=lambda s: tuple(int(x) for x in s.split(",")), default=TOPICS
-    )
+    parser.add_argument("--topics", type=int_list, default=TOPICS)
     parser.add_argument("--runs", type=int, default=1)
     add_broker_argument(parser)
     parser.set_defaults(bootstrap=APACHE)
     args = parser.parse_args(argv)
-    print(describe(args.topics, args.runs))
-    rows = suite(args.topics, args.runs, args.bootstrap)
-    if rows:
-        print(suite_table(rows), flush=True)
-    for text in sorted(NOTES):
-        print(f"\nNote: {text}.")
+    print_suite(describe(args.topics, args.runs), suite(args.topics, args.runs, args.bootstrap))
 
 
 if __name__ == "__main__":

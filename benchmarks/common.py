@@ -230,6 +230,11 @@ def add_broker_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """A command-line list of numbers: "1,2,5" -> (1, 2, 5)."""
+    return tuple(int(x) for x in text.split(","))
+
+
 def describe_broker(spec: str | None) -> str:
     from importlib import metadata
 

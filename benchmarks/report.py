@@ -190,6 +190,15 @@ def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def print_suite(description: str, rows: Sequence[Row]) -> None:
+    """What a suite's own command prints: its description, its table and the notes."""
+    print(description)
+    if rows:
+        print(suite_table(rows), flush=True)
+    for text in sorted(NOTES):
+        print(f"\nNote: {text}.")
+
+
 def suite_table(rows: Sequence[Row]) -> str:
     """One markdown table; for throughput and latency, each client's ratio to aiokafka and
     to librdkafka (confluent-kafka's sync client) in the same run."""
