@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable
 
 from benchmarks import clients
-from benchmarks.clients import Seen, run_member
+from benchmarks.clients import MemberSpec, Seen, run_member
 from benchmarks.common import (
     GROUP_HEARTBEAT_MS,
     GROUP_SESSION_TIMEOUT_MS,
@@ -122,7 +122,10 @@ async def _settled(timeline: Timeline, members: set[str], quiet: float, what: st
         await asyncio.sleep(0.1)
 
 
-async def _produce(bootstrap: str, topic: str, rate: int, stop: threading.Event) -> None:
+async def produce_steadily(
+    bootstrap: str, topic: str, rate: int, stop: threading.Event, partitions: int = PARTITIONS
+) -> None:
+    """`rate` records of 100 B a second round-robin over `partitions` until `stop`."""
     from kafkaio import Producer
 
     value = payload(100)
@@ -134,7 +137,7 @@ async def _produce(bootstrap: str, topic: str, rate: int, stop: threading.Event)
             delay = start + i / rate - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await producer.enqueue(topic, value, partition=i % PARTITIONS)
+            await producer.enqueue(topic, value, partition=i % partitions)
 
 
 async def _scenario(
@@ -148,11 +151,17 @@ async def _scenario(
     def start(member: str) -> None:
         tasks[member] = asyncio.create_task(
             run_member(
-                client, bootstrap, topic, group, strategy, timeline.seen_by(member), stops[member]
+                client,
+                bootstrap,
+                topic,
+                group,
+                MemberSpec(strategy),
+                timeline.seen_by(member),
+                stops[member],
             )
         )
 
-    producer = asyncio.create_task(_produce(bootstrap, topic, rate, stops["producer"]))
+    producer = asyncio.create_task(produce_steadily(bootstrap, topic, rate, stops["producer"]))
     try:
         start("A")
         start("B")

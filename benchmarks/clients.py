@@ -978,25 +978,68 @@ def measure_latency(
     return out
 
 
-# -- group members (rebalance) ---------------------------------------------------------
+# -- group members (rebalance, group size) ----------------------------------------------
 
 Seen = Callable[[int, int, float], None]  # partition, records, perf_counter seconds
+# how a member's assignment changed: "assigned", "revoked" or "lost", the partitions (of the
+# one topic), perf_counter seconds; from the client's rebalance callbacks
+Moved = Callable[[str, set[int], float], None]
+CLASSIC, CONSUMER_PROTOCOL = "classic", "consumer"  # group protocols (KIP-848: consumer)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSpec:
+    """How a group member joins: the group protocol (CLASSIC, or CONSUMER_PROTOCOL: KIP-848,
+    the broker assigns and sets the heartbeat and session), the classic assignor and timeouts,
+    and `moved`, told of every change of the member's assignment, if given."""
+
+    strategy: str = "range"
+    protocol: str = CLASSIC
+    session_timeout_ms: int = GROUP_SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = GROUP_HEARTBEAT_MS
+    moved: Moved | None = None
+
+    def tell(self, change: str, partitions: Any) -> None:
+        """Report a change of `partitions` (objects with a partition, or ints) to `moved`."""
+        if self.moved is not None:
+            numbers = {p if isinstance(p, int) else p.partition for p in partitions}
+            self.moved(change, numbers, time.perf_counter())
+
+
+def _listener_kafkaio(spec: MemberSpec) -> Any:
+    from kafkaio.consumer import RebalanceListener
+
+    class Listener(RebalanceListener):
+        def on_partitions_assigned(self, assigned: set[Any]) -> None:
+            spec.tell("assigned", assigned)
+
+        def on_partitions_revoked(self, revoked: set[Any]) -> None:
+            spec.tell("revoked", revoked)
+
+        def on_partitions_lost(self, lost: set[Any]) -> None:
+            spec.tell("lost", lost)
+
+    return Listener()
 
 
 async def _member_kafkaio(
-    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+    bootstrap: str, topic: str, group: str, spec: MemberSpec, seen: Seen, stop: threading.Event
 ) -> None:
     from kafkaio import Consumer
 
+    protocol: dict[str, Any] = (
+        {"group_protocol": CONSUMER_PROTOCOL}
+        if spec.protocol == CONSUMER_PROTOCOL
+        else {
+            "session_timeout_ms": spec.session_timeout_ms,
+            "heartbeat_interval_ms": spec.heartbeat_interval_ms,
+            "partition_assignment_strategy": spec.strategy,
+        }
+    )
     async with Consumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        auto_offset_reset="latest",
-        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
-        partition_assignment_strategy=strategy,
+        bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="latest", **protocol
     ) as consumer:
+        consumer.subscribe([topic], listener=_listener_kafkaio(spec))
         while not stop.is_set():
             batches = await consumer.getmany(timeout_ms=100)
             now = time.perf_counter()
@@ -1004,23 +1047,37 @@ async def _member_kafkaio(
                 seen(tp.partition, len(records), now)
 
 
+def _classic_only(client: str, spec: MemberSpec) -> None:
+    if spec.protocol != CLASSIC:
+        raise ValueError(f"{client} has no group_protocol={spec.protocol!r} (KIP-848)")
+
+
 async def _member_aiokafka(
-    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+    bootstrap: str, topic: str, group: str, spec: MemberSpec, seen: Seen, stop: threading.Event
 ) -> None:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
+    _classic_only(AIOKAFKA, spec)
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            spec.tell("revoked", revoked)
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            spec.tell("assigned", assigned)
+
     assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
     consumer = AIOKafkaConsumer(
-        topic,
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="latest",
-        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
-        partition_assignment_strategy=(assignors[strategy],),
+        session_timeout_ms=spec.session_timeout_ms,
+        heartbeat_interval_ms=spec.heartbeat_interval_ms,
+        partition_assignment_strategy=(assignors[spec.strategy],),
     )
+    consumer.subscribe([topic], listener=Listener())
     await consumer.start()
     try:
         while not stop.is_set():
@@ -1032,24 +1089,40 @@ async def _member_aiokafka(
         await consumer.stop()
 
 
-def _confluent_member_conf(bootstrap: str, group: str, strategy: str) -> dict[str, Any]:
-    return {
+def _confluent_member_conf(bootstrap: str, group: str, spec: MemberSpec) -> dict[str, Any]:
+    conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
         "auto.offset.reset": "latest",
-        "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
-        "heartbeat.interval.ms": GROUP_HEARTBEAT_MS,
-        "partition.assignment.strategy": strategy,
+    }
+    if spec.protocol == CONSUMER_PROTOCOL:  # the broker sets heartbeats and assigns
+        conf["group.protocol"] = CONSUMER_PROTOCOL
+    else:
+        conf["session.timeout.ms"] = spec.session_timeout_ms
+        conf["heartbeat.interval.ms"] = spec.heartbeat_interval_ms
+        conf["partition.assignment.strategy"] = spec.strategy
+    return conf
+
+
+def _confluent_callbacks(spec: MemberSpec) -> dict[str, Any]:
+    """subscribe()'s rebalance callbacks (confluent-kafka then assigns as it would without
+    them: incrementally for cooperative assignors and the consumer protocol)."""
+    if spec.moved is None:
+        return {}
+    return {
+        "on_assign": lambda _, partitions: spec.tell("assigned", partitions),
+        "on_revoke": lambda _, partitions: spec.tell("revoked", partitions),
+        "on_lost": lambda _, partitions: spec.tell("lost", partitions),
     }
 
 
 def _member_confluent(
-    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+    bootstrap: str, topic: str, group: str, spec: MemberSpec, seen: Seen, stop: threading.Event
 ) -> None:
     from confluent_kafka import Consumer
 
-    consumer = Consumer(_confluent_member_conf(bootstrap, group, strategy))
-    consumer.subscribe([topic])
+    consumer = Consumer(_confluent_member_conf(bootstrap, group, spec))
+    consumer.subscribe([topic], **_confluent_callbacks(spec))
     try:
         while not stop.is_set():  # poll, not consume(): that waits for a full batch
             message = consumer.poll(0.1)
@@ -1060,11 +1133,11 @@ def _member_confluent(
 
 
 async def _member_confluent_aio(
-    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+    bootstrap: str, topic: str, group: str, spec: MemberSpec, seen: Seen, stop: threading.Event
 ) -> None:
     from confluent_kafka.aio import AIOConsumer
 
-    consumer = AIOConsumer(_confluent_member_conf(bootstrap, group, strategy))
+    consumer = AIOConsumer(_confluent_member_conf(bootstrap, group, spec))
     await consumer.subscribe([topic])
     try:
         while not stop.is_set():  # poll, not consume(): that waits for a full batch
@@ -1076,21 +1149,22 @@ async def _member_confluent_aio(
 
 
 def _member_kafka_python(
-    bootstrap: str, topic: str, group: str, strategy: str, seen: Seen, stop: threading.Event
+    bootstrap: str, topic: str, group: str, spec: MemberSpec, seen: Seen, stop: threading.Event
 ) -> None:
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
+    _classic_only(KAFKA_PYTHON, spec)
     assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="latest",
-        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
-        partition_assignment_strategy=(assignors[strategy],),
+        session_timeout_ms=spec.session_timeout_ms,
+        heartbeat_interval_ms=spec.heartbeat_interval_ms,
+        partition_assignment_strategy=(assignors[spec.strategy],),
     )
     try:
         while not stop.is_set():
@@ -1117,13 +1191,32 @@ async def run_member(
     bootstrap: str,
     topic: str,
     group: str,
-    strategy: str,
+    spec: MemberSpec,
     seen: Seen,
     stop: threading.Event,
 ) -> None:
-    """One group member of `client` until `stop` is set (then it leaves the group)."""
+    """One group member of `client` until `stop` is set (then it leaves the group). A
+    member of a synchronous client runs in a thread of its own (not the loop's executor,
+    whose few threads would hold back a group of many members)."""
     fn, is_async = MEMBERS[client]
     if is_async:
-        await fn(bootstrap, topic, group, strategy, seen, stop)
-    else:
-        await asyncio.to_thread(fn, bootstrap, topic, group, strategy, seen, stop)
+        await fn(bootstrap, topic, group, spec, seen, stop)
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def finish(error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error is not None else done.set_result(None)
+
+    def member() -> None:
+        error: BaseException | None = None
+        try:
+            fn(bootstrap, topic, group, spec, seen, stop)
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        loop.call_soon_threadsafe(finish, error)
+
+    thread = threading.Thread(target=member, name=f"{client} member", daemon=True)
+    thread.start()
+    await done

@@ -13,7 +13,7 @@ import random
 import struct
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,9 @@ BROKERS = ("tansu", APACHE, MOCK)  # --broker choices: None (the default) is tan
 # Java default of 45 s): every group consumer in the benchmarks uses these.
 GROUP_SESSION_TIMEOUT_MS = 6000
 GROUP_HEARTBEAT_MS = 2000
+# The JVM heap of the Apache Kafka broker a run starts (the tests give it 1 GiB): room for
+# the metadata of 10,000 partitions
+APACHE_HEAP_MB = 2048
 
 
 class BenchBroker:
@@ -41,9 +44,19 @@ class BenchBroker:
     it); MOCK, librdkafka's mock cluster with one broker (in a helper process; it keeps
     records in memory); else the bootstrap of an external cluster. ``fresh()`` restarts an
     in-memory broker empty and deletes the topics made on Apache Kafka (an external cluster
-    keeps its data: every run writes to a new topic)."""
+    keeps its data: every run writes to a new topic). `apache_config` overrides the Apache
+    Kafka broker's settings (kafkaio.testing.apache.TEST_CONFIG, tuned for quick tests) and
+    `heap_mb` sets its JVM heap."""
 
-    def __init__(self, spec: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: str | None = None,
+        *,
+        apache_config: Mapping[str, str] | None = None,
+        heap_mb: int = APACHE_HEAP_MB,
+    ) -> None:
+        self._apache_config = dict(apache_config or {})
+        self._heap_mb = heap_mb
         self._mock_wanted = spec == MOCK
         self._apache_wanted = spec == APACHE
         self._external = None if spec in (None, MOCK, APACHE, "tansu") else spec
@@ -112,11 +125,19 @@ class BenchBroker:
                 self._topics.append(topic)
         return topic
 
+    def new_topics(self, prefix: str, partitions: int, count: int) -> list[str]:
+        """`count` new topics in one CreateTopics request (not on the mock cluster)."""
+        topics = [f"{prefix}-{uuid.uuid4().hex[:8]}" for _ in range(count)]
+        asyncio.run(_create_topics(self.bootstrap, topics, partitions, -1 if self.external else 1))
+        if self._apache is not None:
+            self._topics += topics
+        return topics
+
     def __enter__(self) -> BenchBroker:
         if self._mock_wanted:
             self._mock = _start_mock()
         elif self._apache_wanted:
-            self._apache = _start_apache()
+            self._apache = _start_apache(self._apache_config, self._heap_mb)
         elif self._external is None:
             self._tansu = TansuBroker().start()
         return self
@@ -138,16 +159,16 @@ class BenchBroker:
             self._apache = None
 
 
-def _start_apache() -> ApacheKafka:
+def _start_apache(config: Mapping[str, str], heap_mb: int) -> ApacheKafka:
     """One Apache Kafka broker as the tests start it (kafkaio.testing.apache: the jars from
-    Maven Central, KRaft combined mode, a temporary data directory), with a heap for large
-    metadata (the scale suite's 10,000 partitions)."""
+    Maven Central, KRaft combined mode, a temporary data directory), with `config` over the
+    tests' settings and a heap of `heap_mb`."""
     from kafkaio.testing.apache import ApacheKafka, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:
         raise RuntimeError(f"--broker apache: Apache Kafka cannot run here: {reason}")
-    cluster = ApacheKafka(1, heap_mb=2048).start()
+    cluster = ApacheKafka(1, heap_mb=heap_mb, config=config).start()
     try:
         _warm_up(cluster.bootstrap)
     except BaseException:
@@ -209,6 +230,11 @@ def add_broker_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """A command-line list of numbers: "1,2,5" -> (1, 2, 5)."""
+    return tuple(int(x) for x in text.split(","))
+
+
 def describe_broker(spec: str | None) -> str:
     from importlib import metadata
 
@@ -237,7 +263,7 @@ def describe_broker(spec: str | None) -> str:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1) -> None:
-    asyncio.run(_create_topic(bootstrap, topic, partitions, replication))
+    asyncio.run(_create_topics(bootstrap, [topic], partitions, replication))
 
 
 def delete_topics(bootstrap: str, topics: Sequence[str]) -> None:
@@ -251,14 +277,17 @@ async def _delete_topics(bootstrap: str, topics: list[str]) -> None:
         await admin.delete_topics(topics)
 
 
-async def _create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
+async def _create_topics(
+    bootstrap: str, topics: Sequence[str], partitions: int, replication: int
+) -> None:
     from kafkaio.admin import Admin, NewTopic
 
     async with Admin(bootstrap) as admin:
-        results = await admin.create_topics([NewTopic(topic, partitions, replication)])
-        error = results[topic].error
-        if error is not None:
-            raise error
+        results = await admin.create_topics([NewTopic(t, partitions, replication) for t in topics])
+        for topic in topics:
+            error = results[topic].error
+            if error is not None:
+                raise error
 
 
 # -- order of the clients ------------------------------------------------------------------

@@ -147,6 +147,19 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
 # the scale curves' tables (bench_scale): the produce and consume columns
 _COLUMNS["scale: produce"] = _COLUMNS["produce"]
 _COLUMNS["scale: consume"] = _COLUMNS["consume"]
+_COLUMNS["scale: group size"] = [
+    ("formation_s", "formation s", ".2f"),
+    ("join_s", "join s", ".2f"),
+    ("moved", "partitions moved on join", ".0f"),
+    ("cpu_s", "CPU s", ".2f"),
+    ("peak_rss_mib", "peak RSS MiB", ".0f"),
+]
+_COLUMNS["scale: metadata"] = [
+    ("wall_ms", "refresh wall ms", ",.1f"),
+    ("cpu_ms", "refresh CPU ms", ",.1f"),
+    ("cpu_us_per_partition", "CPU µs/partition", ".2f"),
+    ("peak_rss_mib", "peak RSS MiB", ".0f"),
+]
 # the ratio column: kafkaio's value / aiokafka's (higher is better for msg/s, lower for
 # ns/record and latency)
 _RATIO = {
@@ -156,6 +169,8 @@ _RATIO = {
     "latency": "p99_ms",
     "scale: produce": "msg_per_s",
     "scale: consume": "msg_per_s",
+    "scale: group size": "join_s",
+    "scale: metadata": "cpu_ms",
     "spark": "rows_per_s",
 }
 # the client each suite's ratios are to (default BASELINE)
@@ -173,6 +188,15 @@ def markdown(rows: Sequence[Row], env: dict[str, Any]) -> str:
         out += ["", "## Notes", ""]
         out += [f"- {text}." for text in sorted(NOTES)]
     return "\n".join(out) + "\n"
+
+
+def print_suite(description: str, rows: Sequence[Row]) -> None:
+    """What a suite's own command prints: its description, its table and the notes."""
+    print(description)
+    if rows:
+        print(suite_table(rows), flush=True)
+    for text in sorted(NOTES):
+        print(f"\nNote: {text}.")
 
 
 def suite_table(rows: Sequence[Row]) -> str:

@@ -13,6 +13,9 @@ from typing import NamedTuple
 from kafkaio.protocol.messages import MetadataResponse
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
+# TopicPartition(name, index) without the Python-level __new__ of a NamedTuple: a snapshot
+# makes one per partition, 10,000 of them on a large cluster
+_new_tp = tuple.__new__
 
 
 class TopicPartition(NamedTuple):
@@ -97,15 +100,18 @@ class ClusterMetadata:
         leaders: dict[TopicPartition, int] = {}
         names_by_id: dict[uuid.UUID, str] = {}
         brokers = self.brokers
+        new_tp = _new_tp
         for topic in self.topics.values():
             if topic.topic_id is not None:
                 names_by_id[topic.topic_id] = topic.name
+            name = topic.name
             for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition)
+                tp = new_tp(TopicPartition, (name, p.partition))
                 partitions[tp] = p
                 # A leader missing from the broker list cannot be reached: treat it as unknown.
-                if p.leader is not None and p.leader in brokers:
-                    leaders[tp] = p.leader
+                leader = p.leader
+                if leader is not None and leader in brokers:
+                    leaders[tp] = leader
         object.__setattr__(self, "_partitions", partitions)
         object.__setattr__(self, "_leaders", leaders)
         object.__setattr__(self, "_names_by_id", names_by_id)
@@ -208,27 +214,35 @@ class ClusterMetadata:
                 and topic_id is not None
                 and old.topic_id != topic_id
             )
-            parts = []
+            parts: list[PartitionInfo] = []
+            append = parts.append
+            # the cached partitions to keep a newer epoch from (none when the topic is new
+            # or was recreated)
+            cached_partitions = None if recreated or old is None else self._partitions
             for rp in t.partitions:
-                tp = TopicPartition(name, rp.partition_index)
+                index = rp.partition_index
+                epoch = rp.leader_epoch
                 new = PartitionInfo(
                     name,
-                    rp.partition_index,
+                    index,
                     None if rp.leader_id < 0 else rp.leader_id,
-                    None if rp.leader_epoch < 0 else rp.leader_epoch,
+                    None if epoch < 0 else epoch,
                     tuple(rp.replica_nodes),
                     tuple(rp.isr_nodes),
                     tuple(rp.offline_replicas),
                     rp.error_code,
                 )
-                if not recreated and new.leader_epoch is not None:
-                    cached = self._partitions.get(tp)
-                    floor = floors.get(tp, -1)
-                    if cached is not None and cached.leader_epoch is not None:
-                        floor = max(floor, cached.leader_epoch)
-                    if new.leader_epoch < floor and cached is not None:
-                        new = cached  # stale response from a lagging broker
-                parts.append(new)
+                if epoch >= 0 and cached_partitions:
+                    key = _new_tp(TopicPartition, (name, index))
+                    cached = cached_partitions.get(key)
+                    if cached is not None:
+                        floor = floors.get(key, -1) if floors else -1
+                        cached_epoch = cached.leader_epoch
+                        if cached_epoch is not None and cached_epoch > floor:
+                            floor = cached_epoch
+                        if epoch < floor:
+                            new = cached  # stale response from a lagging broker
+                append(new)
             parts.sort(key=_partition_index)
             topics[name] = TopicInfo(name, topic_id, t.is_internal, tuple(parts), 0)
         return ClusterMetadata(

@@ -36,7 +36,10 @@ class MetadataManager:
     Refreshes happen every `metadata_max_age_ms`, when `request_update` asks for one, when
     topics without metadata are added, and after retriable topic errors. Every request is
     rate limited: `retry_backoff_ms` after a response, growing exponentially up to
-    `retry_backoff_max_ms` while requests fail or responses carry retriable errors.
+    `retry_backoff_max_ms` while requests fail or responses carry retriable errors. Topics
+    never seen before are the exception after a clean response: they are fetched at once,
+    as the Java client does (a producer that meets 100 new topics one after the other would
+    otherwise wait `retry_backoff_ms` for each).
 
     Each published snapshot has a larger `version` than the one before, so a caller can wait
     for "a snapshot newer than v" (see `request_update`).
@@ -68,6 +71,7 @@ class MetadataManager:
         self._topics: set[str] = set()
         self._all_topics = False
         self._pending_topics: set[str] = set()  # need a refresh soon (new or retriable error)
+        self._new_topics = False  # topics never seen are pending: no backoff after success
         self._topic_errors: dict[str, BrokerResponseError] = {}
         self._last_seen_epochs: dict[TopicPartition, int] = {}
         self._update_requested = False
@@ -200,6 +204,8 @@ class MetadataManager:
             due = 0.0
         else:
             due = self._last_success_ms + self._max_age_ms - now
+        if self._new_topics and self._attempts == 0:
+            return 0.0  # the last request went well: new topics need not wait
         return max(due, self._next_allowed_ms - now, 0.0)
 
     def poll(self, now: float) -> PollResult:
@@ -220,6 +226,7 @@ class MetadataManager:
             topics = frozenset(self._topics)
         self._in_flight = _InFlight(topics, full, self._next_version, self._update_seq)
         self._next_version += 1
+        self._new_topics = False  # this request asks for them
         request = MetadataRequest(
             topics=None
             if topics is None
@@ -298,6 +305,8 @@ class MetadataManager:
             info = topics.get(name)
             if info is None or info.error:
                 self._pending_topics.add(name)
+            if info is None:
+                self._new_topics = True
 
     def _forget(self, removed: set[str]) -> None:
         if not removed:

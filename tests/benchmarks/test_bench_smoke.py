@@ -6,6 +6,7 @@ latency suite's broker on a core of its own."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 
@@ -13,6 +14,7 @@ from benchmarks import bench_latency, bench_produce, ceiling, clients
 from benchmarks.bench_rebalance import CASES, PARTITIONS, Timeline
 from benchmarks.common import BenchBroker, in_turn, payload, pin_broker
 from benchmarks.isolate import Metrics, run_isolated
+from kafkaio.testing.broker_info import BrokerInfo
 
 
 def test_longest_gap_counts_from_the_last_receive_before_the_window() -> None:
@@ -256,3 +258,71 @@ def test_scale_records_cycle_through_every_topic_and_key() -> None:
     # about 100 MB per point, at most N records, at least 100
     assert [p.records for p in sizes] == [200_000, 200_000, 100_000, 10_000, 1_000, 100]
     assert all(p.keyed and p.consume for p in bench_scale.points("partitions", 10))
+
+
+def test_a_group_is_stable_once_each_partition_has_one_owner_that_received_a_record() -> None:
+    from benchmarks.bench_group_size import GroupView
+    from benchmarks.clients import MemberSpec
+
+    view = GroupView(4)
+    a, b = (view.spec(m, MemberSpec()) for m in ("a", "b"))
+    seen_a, seen_b = view.seen_by("a"), view.seen_by("b")
+    assert a.moved is not None and b.moved is not None
+    a.moved("assigned", {0, 1, 2, 3}, 1.0)
+    seen_a(0, 1, 0.5)  # before a owned anything: not counted
+    for p in range(4):
+        seen_a(p, 1, 2.0 + p)
+    assert view.stable_since(["a"]) == 5.0  # the last partition's first record
+    assert view.stable_since(["a", "b"]) is None  # b has no share yet
+    b.moved("assigned", {2, 3}, 6.0)
+    assert view.stable_since(["a", "b"]) is None  # 2 and 3 owned twice
+    a.moved("revoked", {2, 3}, 6.5)
+    assert view.revoked == 2
+    assert view.stable_since(["a", "b"]) is None  # b has not fetched 2 and 3 yet
+    seen_b(2, 1, 7.0)
+    seen_b(3, 1, 7.5)
+    assert view.stable_since(["a", "b"]) == 7.5
+    b.moved("lost", {3}, 8.0)
+    assert view.stable_since(["a", "b"]) is None  # partition 3 has no owner
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("client", "protocol", "strategy"),
+    [
+        (clients.KAFKAIO, clients.CLASSIC, "cooperative-sticky"),
+        (clients.KAFKAIO, clients.CONSUMER_PROTOCOL, ""),
+        (clients.AIOKAFKA, clients.CLASSIC, "range"),
+        (clients.CONFLUENT, clients.CONSUMER_PROTOCOL, ""),
+    ],
+)
+def test_a_group_forms_and_takes_in_a_new_member(
+    apache_kafka: BrokerInfo, client: str, protocol: str, strategy: str
+) -> None:
+    from benchmarks import bench_group_size
+    from benchmarks.common import create_topic
+
+    topic = f"smoke-group-size-{uuid.uuid4().hex[:8]}"
+    create_topic(apache_kafka.bootstrap, topic, bench_group_size.PARTITIONS)
+    metrics = bench_group_size.measure_group(
+        client, protocol, strategy, 2, apache_kafka.bootstrap, topic
+    )
+    assert metrics["formation_s"] > 0 and metrics["join_s"] > 0
+    if strategy == "range":  # eager: both members gave up everything
+        assert metrics["moved"] == bench_group_size.PARTITIONS
+    else:  # incremental: 50 + 50 became 34 + 33 + 33, one way or the other
+        assert metrics["moved"] in (33, 34)
+
+
+@pytest.mark.integration
+def test_every_client_refreshes_the_whole_clusters_metadata(apache_kafka: BrokerInfo) -> None:
+    from benchmarks import bench_metadata
+    from benchmarks.common import create_topic
+
+    topic = f"smoke-metadata-{uuid.uuid4().hex[:8]}"
+    create_topic(apache_kafka.bootstrap, topic, bench_metadata.TOPIC_PARTITIONS)
+    for client in bench_metadata.CLIENTS:
+        metrics = bench_metadata.measure_metadata(
+            client, apache_kafka.bootstrap, bench_metadata.TOPIC_PARTITIONS
+        )
+        assert metrics["wall_ms"] > 0 and metrics["cpu_ms"] >= 0, client

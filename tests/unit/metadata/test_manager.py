@@ -93,9 +93,9 @@ def test_one_request_in_flight() -> None:
     assert idle(m, 5000) == math.inf
     m.on_response(6000, ok("a"))
     assert not m.in_flight
-    assert idle(m, 6000) == 100  # backoff after a response
-    # The update requested and the topic added while in flight come next, in one request.
-    assert names(send(m, 6100)) == ["a", "b"]
+    # The update requested and the topic added while in flight come next, in one request
+    # (at once: "b" is new, see test_new_topics_skip_the_backoff_after_a_clean_response).
+    assert names(send(m, 6000)) == ["a", "b"]
 
 
 def test_periodic_refresh_every_max_age() -> None:
@@ -181,13 +181,42 @@ def test_new_topics_are_fetched_alone_and_kept_with_the_others() -> None:
     m.on_response(0, ok("a"))
     assert m.add_topics(["b", "a"])
     assert not m.add_topics(["b"])
-    assert idle(m, 50) == 50
-    request = send(m, 100)
+    request = send(m, 50)
     assert names(request) == ["b"]  # a partial request
     m.on_response(100, ok("b"))
     assert set(m.cluster.topics) == {"a", "b"}  # "a" kept
     assert m.cluster.leader_for(TP("b", 0)) == 1
     assert idle(m, 100) == MAX_AGE - 100  # the periodic schedule is unchanged
+
+
+def test_new_topics_skip_the_backoff_after_a_clean_response() -> None:
+    # as the Java client (Metadata.requestUpdateForNewTopics): a producer meeting topics one
+    # after the other must not wait retry_backoff_ms for each
+    m = manager(("a",))
+    send(m, 0)
+    m.on_response(10, ok("a"))
+    for i, name in enumerate(("b", "c", "d")):
+        now = 11.0 + i
+        m.add_topics([name])
+        assert names(send(m, now)) == [name]
+        m.on_response(now, ok(name))
+    m.request_update()
+    assert idle(m, 14) == 99  # anything else still waits for the backoff
+    m.add_topics(["c"])  # known: nothing to fetch
+    assert idle(m, 14) == 99
+
+
+def test_new_topics_wait_for_the_backoff_after_a_failure() -> None:
+    m = manager(("a",))
+    send(m, 0)
+    m.on_failure(10, KafkaConnectionError("connection refused"))
+    m.add_topics(["b"])
+    assert idle(m, 10) == 100
+    assert names(send(m, 110)) == ["a", "b"]
+    # a topic the broker does not know yet is retried after the backoff, not at once
+    unknown_b = topic("b", error=UNKNOWN_TOPIC_OR_PARTITION)
+    m.on_response(120, response(topic("a", partition(0, leader=1)), unknown_b))
+    assert idle(m, 120) == 200  # still backing off: the retries keep growing it
 
 
 def test_full_refresh_drops_topics_no_longer_of_interest() -> None:
