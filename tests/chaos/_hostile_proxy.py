@@ -37,7 +37,8 @@ class HostileProxy(LoopbackServer):
         self.upstream = (upstream_host, upstream_port)
         self.mode = "pass"
         self.hostile_frames = 0
-        self.max_produce_in_flight = 0  # the most Produce requests unanswered on a connection
+        self.hostile_produce_answers = 0  # Produce answers the hostile modes replaced
+        self.max_produce_in_flight = 0  # the most Produce requests a client had unanswered
         self._rnd = random.Random(7)
 
     def _rewrite(self, api_key: int, version: int, frame: bytes) -> bytes:
@@ -84,6 +85,9 @@ class HostileProxy(LoopbackServer):
 
     async def _serve(self, client: anyio.abc.SocketStream) -> None:
         pending: dict[int, tuple[int, int]] = {}
+        # Produce requests whose answer the client has not had (a dropped answer stays here):
+        # what the client has in flight, however fast the broker answers
+        unanswered: set[int] = set()
         try:
             upstream = await anyio.connect_tcp(*self.upstream)
         except OSError:
@@ -97,8 +101,8 @@ class HostileProxy(LoopbackServer):
                 api_key, version, cid = struct.unpack_from(">hhi", frame)
                 pending[cid] = (api_key, version)
                 if api_key == 0:
-                    produces = sum(1 for key, _ in pending.values() if key == 0)
-                    self.max_produce_in_flight = max(self.max_produce_in_flight, produces)
+                    unanswered.add(cid)
+                    self.max_produce_in_flight = max(self.max_produce_in_flight, len(unanswered))
                 await upstream.send(struct.pack(">i", len(frame)) + frame)
 
         async def broker_to_client() -> None:
@@ -108,10 +112,13 @@ class HostileProxy(LoopbackServer):
                 cid = struct.unpack_from(">i", frame)[0]
                 api_key, version = pending.pop(cid, (-1, -1))
                 if self.mode != "pass":
+                    if api_key == 0:
+                        self.hostile_produce_answers += 1
                     await self._hostile(client, frame)
                     continue
                 frame = self._rewrite(api_key, version, frame)
                 await client.send(struct.pack(">i", len(frame)) + frame)
+                unanswered.discard(cid)
 
         try:
             async with anyio.create_task_group() as tg:  # noqa: SIM117

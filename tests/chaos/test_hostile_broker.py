@@ -1,6 +1,7 @@
 """A broker that turns hostile (garbage, huge or negative sizes, wrong correlation ids,
 slow-loris, silence) under Producer, Consumer and Admin: each call fails with a typed error
-in bounded time, and the client works again once the broker behaves (a proxy before Tansu).
+in bounded time, and the client works again once the broker behaves (a proxy before Apache
+Kafka).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ async def _expect_typed_error(call: Callable[[], Awaitable[Any]]) -> KafkaError:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_clients_fail_cleanly_and_recover(
-    tansu_broker: BrokerInfo, unique_topic: str, mode: str
+    apache_kafka: BrokerInfo, unique_topic: str, mode: str
 ) -> None:
-    host, port = tansu_broker.bootstrap.rsplit(":", 1)
+    host, port = apache_kafka.bootstrap.rsplit(":", 1)
     tp = TopicPartition(unique_topic, 0)
     fast = dict(request_timeout_ms=400, retry_backoff_ms=20, retry_backoff_max_ms=100)
     with anyio.fail_after(GUARD_S):
@@ -44,7 +45,7 @@ async def test_clients_fail_cleanly_and_recover(
                     delivery_timeout_ms=800,
                     linger_ms=0,
                     max_block_ms=800,
-                    enable_idempotence=False,  # Tansu fails every epoch bump: test_chaos_tansu.py
+                    enable_idempotence=False,  # the calls are about framing, not sequences
                     **fast,
                 ) as producer,
                 Consumer(

@@ -1,8 +1,11 @@
 """Several batches of a partition in flight (max_in_flight_requests_per_connection > 1) on
 a broker that checks sequence numbers (Tansu), while answers are lost: an idempotent
-producer loses no record, writes none twice, and keeps each partition's order.
+producer loses no record, writes none twice, and keeps each partition's order. (On Apache
+Kafka the blackhole dropped no Produce answer in 4 of 22 runs, only new connections'
+ApiVersions answers, with no Produce sent for 0.6 s: not reliable there yet. Idempotent
+retries on Apache Kafka: tests/faults/test_apache_faults.py.)
 
-A proxy before Tansu drops every response for a moment ("blackhole"): the requests in
+A proxy before the broker drops every response for a moment ("blackhole"): the requests in
 flight time out, their connection closes, and their batches are retried one at a time, in
 sequence order; Tansu answers DUPLICATE_SEQUENCE_NUMBER for those it had written and
 OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent after one it had not.
@@ -56,11 +59,17 @@ async def test_pipelined_batches_keep_order_when_answers_are_lost(
                 if i == RECORDS // 3:
                     proxy.mode = "blackhole"  # the answers to what is sent now are lost
                 elif i == RECORDS // 2:
+                    # keep the answers lost until at least two Produce answers were (the
+                    # broker may not answer within the records' few milliseconds; bounded:
+                    # the assertions below say if it never happened)
+                    with anyio.move_on_after(5):
+                        while proxy.hostile_produce_answers < 2:
+                            await anyio.sleep(0.005)
                     proxy.mode = "pass"
             await producer.flush()
             for future in futures:
                 future.result()  # every record acknowledged (raises otherwise)
-        assert proxy.hostile_frames > 0, "no answer was dropped: the test proved nothing"
+        assert proxy.hostile_produce_answers >= 2, "no Produce answers lost: it proved nothing"
         # one partition: several Produce requests unanswered means several of its batches
         assert proxy.max_produce_in_flight > 1, "batches were never pipelined"
         consumed = await consume(tansu_broker.bootstrap, unique_topic, PARTITIONS, RECORDS)
