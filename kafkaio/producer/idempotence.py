@@ -220,6 +220,11 @@ class IdempotenceManager:
         last = self._last_acked.get(batch.tp, -1)
         return batch.base_sequence == (last + 1) % (MAX_SEQUENCE + 1)
 
+    def has_acked(self, tp: TopicPartition) -> bool:
+        """Whether a batch of `tp` was acknowledged under the current producer id and epoch
+        (the broker then knows the producer there, and checks its sequence numbers)."""
+        return tp in self._last_acked
+
     def on_acked(self, batch: ProducerBatch) -> None:
         if batch.base_sequence == NO_SEQUENCE or batch.producer_epoch != self.epoch:
             return

@@ -112,7 +112,17 @@ class Sender:
         """Whether a full batch of `tp` may be sent now, as far as the batches of `tp` in
         flight go (a producer wakes the network task for it only then)."""
         in_flight = self._tp_in_flight.get(tp)
-        return in_flight is None or len(in_flight) < self._partition_limit()
+        if in_flight is None:
+            return True
+        if len(in_flight) >= self._partition_limit():
+            return False
+        # An idempotent producer's first batch of a partition (in a producer id and epoch)
+        # goes alone: a broker that does not know the producer there yet takes any sequence
+        # number as its first, so a batch sent ahead of a first batch that fails (e.g. a new
+        # topic's NOT_LEADER_OR_FOLLOWER) would be written before it, and the first could
+        # never be (OUT_OF_ORDER_SEQUENCE_NUMBER until its delivery timeout).
+        idem = self.idempotence
+        return not idem.enabled or idem.has_acked(tp)
 
     def _partition_limit(self) -> int:
         """The most batches of one partition in flight: ``max_in_flight``, but 1 when

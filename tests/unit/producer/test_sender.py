@@ -155,15 +155,43 @@ def test_a_batch_that_is_not_full_waits_for_the_batch_in_flight() -> None:
     assert [f.result().offset for f in (first, second, third)] == [0, 1, 2]
 
 
-def test_batches_sent_ahead_of_a_failed_one_are_retried_after_it_in_order() -> None:
-    # An idempotent producer with two batches of T0 in flight: the first gets a retriable
-    # error, the broker rejects the second as a sequence gap. Both are retried one at a time,
-    # with their sequence numbers, and the third batch goes after them.
+def test_an_idempotent_partitions_first_batch_goes_alone() -> None:
+    # A broker that does not know the producer on a partition takes any sequence number as
+    # its first: a batch sent ahead of the first (which a new topic's leader may refuse with
+    # NOT_LEADER_OR_FOLLOWER) would be written before it, and the first never could be
+    # (seen on Apache Kafka: OUT_OF_ORDER_SEQUENCE_NUMBER until the delivery timeout).
     h = Harness({"t": [1]}, idempotent=True, batch_size=100)
     h.init_producer_id(0)
+    futures = [h.append("t", 0, now=0) for _ in range(4)]
+    (first,) = produce_requests(h.poll(1)) + produce_requests(h.poll(1))
+    assert headers(first)[T0][2] == 0
+    answer(first, 2, errors={T0: NOT_LEADER})
+    assert produce_requests(h.poll(3)) == []  # backing off; nothing goes ahead of it
+    (retry,) = produce_requests(h.poll(102)) + produce_requests(h.poll(102))
+    assert headers(retry)[T0][2] == 0
+    answer(retry, 103, base_offset=0)
+    ahead = produce_requests(h.poll(104)) + produce_requests(h.poll(104))
+    assert [headers(r)[T0][2] for r in ahead] == [1, 2]  # acknowledged: batches go ahead
+    for offset, request in enumerate(ahead, start=1):
+        answer(request, 105, base_offset=offset)
+    (last,) = produce_requests(h.poll(106))
+    answer(last, 107, base_offset=3)
+    assert [f.result().offset for f in futures] == [0, 1, 2, 3]
+
+
+def test_batches_sent_ahead_of_a_failed_one_are_retried_after_it_in_order() -> None:
+    # An idempotent producer with two batches of T0 in flight (after one acknowledged): the
+    # first gets a retriable error, the broker rejects the second as a sequence gap. Both are
+    # retried one at a time, with their sequence numbers, and the third batch goes after them.
+    h = Harness({"t": [1]}, idempotent=True, batch_size=100)
+    h.init_producer_id(0)
+    acked = h.append("t", 0, now=0)
+    (r0,) = produce_requests(h.poll(0))
+    answer(r0, 0, base_offset=10)
+    assert acked.result().offset == 10
     futures = [h.append("t", 0, now=0) for _ in range(3)]
     r1, r2 = produce_requests(h.poll(1)) + produce_requests(h.poll(1))
-    assert [headers(r)[T0][2] for r in (r1, r2)] == [0, 1]
+    assert [headers(r)[T0][2] for r in (r1, r2)] == [1, 2]
     assert produce_requests(h.poll(1)) == []  # the third batch is not full
     answer(r1, 2, errors={T0: NOT_LEADER})
     answer(r2, 2, errors={T0: OUT_OF_ORDER})
@@ -179,7 +207,7 @@ def test_batches_sent_ahead_of_a_failed_one_are_retried_after_it_in_order() -> N
             sequences.append(headers(request)[T0][2])
             answer(request, now, base_offset=10 + len(sequences))
         now += 1
-    assert sequences == [0, 1, 2]
+    assert sequences == [1, 2, 3]
     assert [f.result().offset for f in futures] == [11, 12, 13]
 
 

@@ -228,14 +228,19 @@ def test_fenced_produce_is_fatal_for_the_producer() -> None:
 
 
 def test_a_sequence_gap_behind_a_retried_batch_is_retried_not_fatal() -> None:
-    # Two full batches of TP0 in flight: the first gets a retriable error, so the broker
-    # rejects the second as a sequence gap. That gap is not the producer's: the second is
-    # retried after the first, and the transaction goes on.
+    # Two full batches of TP0 in flight (after one acknowledged: a partition's first batch
+    # goes alone): the first gets a retriable error, so the broker rejects the second as a
+    # sequence gap. That gap is not the producer's: the second is retried after the first,
+    # and the transaction goes on.
     h = TxnHarness(batch_size=100)
     h.ready()
     h.txn.begin()
-    futures = [h.append(TP0, b"x" * 30) for _ in range(3)]
+    acked = h.append(TP0, b"x" * 30)
     h.add_partitions(0)
+    (only,) = produces(h.poll(1)) + produces(h.poll(1))
+    answer(only, 1, base_offset=0)
+    assert acked.result().offset == 0
+    futures = [h.append(TP0, b"x" * 30) for _ in range(3)]
     first, second = produces(h.poll(1)) + produces(h.poll(1))
     answer(first, 2, errors={TP0: NOT_LEADER})
     answer(second, 2, errors={TP0: OUT_OF_ORDER})
@@ -249,6 +254,6 @@ def test_a_sequence_gap_behind_a_retried_batch_is_retried_not_fatal() -> None:
             sequences.append(batch.base_sequence)
             answer(request, now, base_offset=len(sequences))
         now += 1
-    assert sequences == [0, 1, 2]
+    assert sequences == [1, 2, 3]
     assert [f.result().offset for f in futures] == [1, 2, 3]
     assert h.txn.state is TxnState.IN_TRANSACTION
