@@ -1108,7 +1108,7 @@ class Consumer(AsyncClient):
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
         if self._closed:
             raise StopAsyncIteration
-        if not self._background_events and self._unsubscribing is None:  # the common case
+        if self._iteration_gate.open and not self._background_events:  # the common case
             pending = self._pending.records
             if pending:
                 return pending.popleft()
