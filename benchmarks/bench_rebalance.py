@@ -108,8 +108,9 @@ async def _steady(timeline: Timeline, members: set[str], after: float, what: str
 async def _settled(timeline: Timeline, members: set[str], quiet: float, what: str) -> None:
     """Wait until the group has moved no partition for `quiet` seconds (and all flow): a
     cooperative group may still be moving partitions, in rebalances of its own, after every
-    partition flows once. A member leaving in the middle of one meets a Tansu 0.6 bug (see
-    docs/benchmarks.md); Kafka does not care, but the event should find a settled group."""
+    partition flows once. A member leaving in the middle of one meets a Tansu 0.6 bug (the
+    next generation's leader is the departed member); Kafka does not care, but the event
+    should find a settled group."""
     deadline = time.perf_counter() + STEADY_TIMEOUT_S
     while True:
         now = time.perf_counter()
