@@ -8,8 +8,6 @@ the same rule, so kafkaio needs nothing beyond anyio.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 sniffio: Any
@@ -33,16 +31,16 @@ def running_asyncio() -> bool:
     return True
 
 
-@contextmanager
-def asyncio_callback() -> Iterator[None]:
+def enter_asyncio_callback() -> Any:
     """Run an asyncio loop callback (outside any task) as anyio code may: where sniffio is
     installed, anyio asks it for the backend, and it finds no task in a callback, so say it
-    is asyncio for the duration. Without sniffio anyio sees the running loop by itself."""
+    is asyncio until `exit_asyncio_callback` (given what this returns). Without sniffio
+    anyio sees the running loop by itself."""
     if sniffio is None:
-        yield
-        return
-    token = sniffio.current_async_library_cvar.set("asyncio")
-    try:
-        yield
-    finally:
+        return None
+    return sniffio.current_async_library_cvar.set("asyncio")
+
+
+def exit_asyncio_callback(token: Any) -> None:
+    if token is not None:
         sniffio.current_async_library_cvar.reset(token)

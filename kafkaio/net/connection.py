@@ -427,7 +427,7 @@ class Connection:
                 return
         deadline = now + (self._request_timeout if timeout is None else timeout)
         if not self._queue and io.writes_at_once and self._may_write(expects, now):
-            self._write_now(request, version, now, deadline, waiter, expects)  # nobody ahead
+            self._write_now(request, version, now, deadline, waiter, expects, now)  # nobody ahead
             return
         self._queue.append(_Queued(request, version, now, deadline, waiter, expects))
         io.watch(deadline)  # a request that waits too long in the queue fails (`expire`)
@@ -453,8 +453,9 @@ class Connection:
         deadline: float,
         waiter: Completion[Any],
         expects: bool,
+        now: float,
     ) -> None:
-        """Write a request from this call (asyncio: the transport buffers it)."""
+        """Write a request from this call (asyncio: the transport buffers it) at `now`."""
         try:
             frame = self._frame(request, version, since, deadline, waiter, expects)
         except KafkaError as exc:
@@ -462,7 +463,7 @@ class Connection:
             return
         io = self._io
         io.write_now(frame)
-        self.last_used = io.now()
+        self.last_used = now
         if expects:
             io.watch(deadline)
         else:
@@ -514,7 +515,13 @@ class Connection:
                 return
             queue.popleft()
             self._write_now(
-                head.request, head.version, head.queued_at, head.deadline, head.waiter, head.expects
+                head.request,
+                head.version,
+                head.queued_at,
+                head.deadline,
+                head.waiter,
+                head.expects,
+                now,
             )
 
     async def _renew(self) -> None:

@@ -238,7 +238,7 @@ class ConnectionManager:
         if slot is None:
             return None
         conn = slot.open_connection()
-        if conn is None or self._idle(conn, monotonic()):
+        if conn is None or (conn.in_flight == 0 and self._idle(conn, monotonic())):
             return None
         return conn
 

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from kafkaio.asynclib import asyncio_callback, running_asyncio
+from kafkaio.asynclib import enter_asyncio_callback, exit_asyncio_callback, running_asyncio
 from kafkaio.clock import monotonic
 from kafkaio.errors import KafkaError, UnsupportedVersionError
 from kafkaio.metadata.manager import MetadataManager
@@ -228,14 +228,18 @@ class NetworkDriver:
             self._start_connecting()
         return wait
 
-    def _poll_managers(self, answered: int = -1) -> tuple[list[UnsentRequest[Any]], float]:
+    def _poll_managers(
+        self, answered: int = -1, now: float | None = None
+    ) -> tuple[list[UnsentRequest[Any]], float]:
         """Poll the managers; returns the requests to send and ms until the next poll is due.
 
         ``answered``: the position of the manager whose handler just ran (-1: none). If that
         manager is ``self_contained``, only it is polled, with the metadata manager if it
         wants to update now and the managers whose last poll asked for a poll by now.
+        ``now``: the clock, when the caller has just read it.
         """
-        now = now_ms()
+        if now is None:
+            now = now_ms()
         if self._closing:
             return self._poll_on_close(now)
         wait = math.inf
@@ -286,8 +290,11 @@ class NetworkDriver:
     def _connected(self, node: int) -> bool:
         return self.connections.ready(node) is not None
 
-    def _poll_after_response(self, answered: UnsentRequest[Any]) -> list[UnsentRequest[Any]]:
-        """Poll the managers right after `answered`'s handler ran; the requests to send now.
+    def _poll_after_response(
+        self, answered: UnsentRequest[Any], now: float
+    ) -> list[UnsentRequest[Any]]:
+        """Poll the managers right after `answered`'s handler ran at `now`; the requests to
+        send now.
 
         Saves the main loop a wake-up per response: new requests start at once, and the
         loop is woken only if a manager wants to be polled before its current sleep ends.
@@ -295,8 +302,8 @@ class NetworkDriver:
         if self._stopping or not self._running:
             self.wakeup()
             return []
-        requests, wait = self._poll_managers(answered.manager)
-        if now_ms() + wait < self._sleep_until:
+        requests, wait = self._poll_managers(answered.manager, now)
+        if now + wait < self._sleep_until:
             self.wakeup()
         return requests
 
@@ -425,20 +432,23 @@ class NetworkDriver:
             return
         # anyio may ask sniffio for its backend, which finds no task here: say it is asyncio,
         # so handlers may use anyio (events, the clock) as they do in a task
-        with asyncio_callback():
-            try:
-                self._handle(unsent, response, error)
-                for request in self._poll_after_response(unsent):
-                    self._dispatch(request)
-            except Exception as exc:  # a manager bug, raised outside the driver's tasks
-                log.exception("polling the request managers failed; stopping the network task")
-                self._crash(exc)
+        token = enter_asyncio_callback()
+        try:
+            now = now_ms()
+            self._handle(unsent, response, error, now)
+            for request in self._poll_after_response(unsent, now):
+                self._dispatch(request)
+        except Exception as exc:  # a manager bug, raised outside the driver's tasks
+            log.exception("polling the request managers failed; stopping the network task")
+            self._crash(exc)
+        finally:
+            exit_asyncio_callback(token)
 
     def _handle_done(self) -> None:
         """The outcomes `_on_completion` left for the loop (trio)."""
         done, self._done = self._done, []
         for unsent, completion in done:
-            self._handle(unsent, completion.value, completion.error)
+            self._handle(unsent, completion.value, completion.error, now_ms())
 
     @staticmethod
     def _version(conn: Connection, unsent: UnsentRequest[Any]) -> int:
@@ -456,11 +466,15 @@ class NetworkDriver:
         return version
 
     def _handle(
-        self, unsent: UnsentRequest[R], response: R | None, error: BaseException | None
+        self,
+        unsent: UnsentRequest[R],
+        response: R | None,
+        error: BaseException | None,
+        now: float,
     ) -> None:
-        """Run `unsent`'s handler; a handler that raises stops the driver."""
+        """Run `unsent`'s handler at `now`; a handler that raises stops the driver."""
         try:
-            unsent.handler(now_ms(), response, error)
+            unsent.handler(now, response, error)
         except Exception as exc:
             log.exception("a request handler failed; stopping the network task")
             self._crash(exc)
