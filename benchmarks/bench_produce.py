@@ -39,11 +39,13 @@ class Case:
     runs: int
     enqueue_row: bool = False  # also kafkaio with `await enqueue()` per record
     partitions: int = 1
+    batch_size: int = 16384
 
     @property
     def name(self) -> str:
         where = "" if self.partitions == 1 else f", {self.partitions} partitions"
-        return f"{self.size:,} B, {self.codec}, acks={self.acks}{where}"
+        batch = "" if self.batch_size == 16384 else f", batch_size={self.batch_size}"
+        return f"{self.size:,} B, {self.codec}, acks={self.acks}{where}{batch}"
 
 
 def cases(quick: bool, records: int | None = None, runs: int | None = None) -> list[Case]:
@@ -69,7 +71,9 @@ def cases(quick: bool, records: int | None = None, runs: int | None = None) -> l
 def measure(broker: BenchBroker, client: str, case: Case) -> Metrics:
     broker.fresh()  # memory storage: an empty broker for every run
     topic = broker.new_topic("bench-produce", case.partitions)
-    spec = ProduceSpec(case.size, case.codec, case.acks, case.records)
+    spec = ProduceSpec(
+        case.size, case.codec, case.acks, case.records, batch_size=case.batch_size
+    )
     return run_isolated(clients.measure_produce, client, broker.bootstrap, topic, spec)
 
 
@@ -98,7 +102,8 @@ def describe(case_list: list[Case]) -> str:
     sizes = ", ".join(f"{c.records:,} x {c.name}" for c in case_list)
     return (
         "Produce: one partition unless a case says more (keyless records: each client's "
-        "default partitioner spreads them), linger_ms=5, batch_size=16384, idempotence with acks=all; "
+        "default partitioner spreads them), linger_ms=5, batch_size=16384 unless a case says "
+        "otherwise (the same for every client), idempotence with acks=all; "
         f"values cycle through {PAYLOADS:,} distinct JSON events (compressible as "
         "application logs are). kafkaio calls produce() (an `await enqueue()` when it says "
         "the buffer is full) and awaits once every 1,024 records; `kafkaio (await enqueue)` "
@@ -129,11 +134,18 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="partitions of each case's topic (default 1; the issue's reference run used 3)",
     )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=16384,
+        help="every client's batch size in bytes (default 16384, Java's and aiokafka's default)",
+    )
     add_broker_argument(parser)
     args = parser.parse_args(argv)
     case_list = cases(args.quick, args.records, args.runs)
-    if args.partitions != 1:
-        case_list = [replace(c, partitions=args.partitions) for c in case_list]
+    case_list = [
+        replace(c, partitions=args.partitions, batch_size=args.batch_size) for c in case_list
+    ]
     if args.case:
         wanted = [tuple(c.split(",")) for c in args.case]
         case_list = [c for c in case_list if (str(c.size), c.codec, c.acks) in wanted]
