@@ -1359,10 +1359,11 @@ class _Unsubscribe:
         self._consumer = consumer
         self._lock: anyio.Lock | None = None
         self.done = False
-        # the network task starts leaving at once; no record is handed out from now on
+        # the network task starts leaving at once; no record is handed out from now on, and
+        # the positions go back to the first record not handed out (what leaving commits)
         self.event = UnsubscribeEvent(math.inf)
         consumer._events.put(self.event)
-        consumer._pending.clear()
+        consumer._drop_pending(frozenset(consumer._pending.first_pending()))
 
     def __await__(self) -> Generator[Any, None, None]:
         return self._run().__await__()

@@ -1,5 +1,5 @@
 """Auto-commit commits only what the application received, never records collected ahead,
-and assign() commits what was consumed before it drops partitions.
+and assign() and unsubscribe() commit what was consumed before they drop partitions.
 
 `async for` / getone() collect up to max_poll_records at once and hand them out one by one;
 a timed auto-commit in between must commit the offset after the last record handed out, or a
@@ -85,3 +85,46 @@ async def test_assign_commits_what_was_consumed_of_the_partitions_it_drops(
         with anyio.fail_after(10):
             while (await admin.list_group_offsets(group, [tp0]))[tp0].offset != 5:
                 await anyio.sleep(0.05)
+
+
+async def test_unsubscribe_commits_what_was_handed_out_and_async_for_resumes_there(
+    broker: BrokerInfo, unique_topic: str
+) -> None:
+    """unsubscribe() while `async for` has records collected but not handed out: leaving
+    commits the offset after the last record handed out, and `async for` under the next
+    subscription hands out the rest, each once."""
+    await broker.create_topic(unique_topic, 1)
+    async with Producer(broker.bootstrap) as producer:
+        for i in range(20):
+            await producer.enqueue(unique_topic, value=b"v%d" % i, partition=0)
+        await producer.flush()
+    group = unique_topic + "-g"
+    tp = TopicPartition(unique_topic, 0)
+    consumer = Consumer(
+        unique_topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=60_000,  # no timed commit within the test
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    async with Admin(broker.bootstrap) as admin, consumer:
+        received = []
+        with anyio.fail_after(30):
+            async for record in consumer:
+                received.append(record.offset)
+                if len(received) == 5:
+                    break
+        assert len(consumer._pending) > 0  # collected ahead, not handed out
+        unsubscribing = consumer.unsubscribe()  # not awaited yet, as aiokafka's is called
+        with anyio.fail_after(30):
+            await unsubscribing
+        assert (await admin.list_group_offsets(group, [tp]))[tp].offset == 5
+        consumer.subscribe([unique_topic])
+        with anyio.fail_after(30):
+            async for record in consumer:
+                received.append(record.offset)
+                if len(received) == 20:
+                    break
+        assert received == list(range(20))  # no record lost, none twice

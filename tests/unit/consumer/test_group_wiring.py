@@ -144,3 +144,15 @@ async def test_after_unsubscribe_async_for_steps_through_the_consumer() -> None:
     consumer.unsubscribe()
     # from now on each step goes to Consumer.__anext__, which runs the leave first
     assert not consumer._iteration_gate.open
+
+
+def test_unsubscribe_moves_positions_back_to_the_first_record_not_handed_out() -> None:
+    # leaving commits these positions: records collected but not handed out are consumed
+    # again under the next subscription, not skipped
+    consumer = group_consumer()
+    consumer._subscriptions.seek(A, 13)
+    consumer._pending.extend({A: [record(A, 11), record(A, 12)], B: [record(B, 4)]})
+    consumer.unsubscribe()
+    assert len(consumer._pending) == 0
+    consumed = consumer._subscriptions.all_consumed()
+    assert (consumed[A].offset, consumed[B].offset) == (11, 4)
