@@ -246,8 +246,8 @@ class Consumer(AsyncClient):
         # no more application calls: set by close() once its steps ran (the listener's
         # callbacks may still commit while the consumer leaves the group)
         self._closed = False
-        # closed with the consumer or when an unsubscribe starts: `async for` then steps
-        # through __anext__ (see iteration.py)
+        # closed with the consumer, and while an unsubscribe is under way: `async for` then
+        # steps through __anext__ (see iteration.py)
         self._iteration_gate = IterationGate()
         self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
         self._poll_event: PollEvent | None = None  # the last poll told to the network task
@@ -657,9 +657,16 @@ class Consumer(AsyncClient):
         getmany()/getone()/``async for``/close(); subscribe() or assign() before then raise.
         """
         if self._unsubscribing is None or self._unsubscribing.done:
+            self._iteration_gate.open = False  # until it is done: see _unsubscribed()
             self._unsubscribing = _Unsubscribe(self)
-            self._iteration_gate.open = False
         return self._unsubscribing
+
+    def _unsubscribed(self) -> None:
+        """An unsubscribe is done (or gave up): nothing collected under the subscription it
+        dropped is left to hand out, and `async for` takes the records at hand again (the
+        next subscription's) unless the consumer is closed."""
+        self._pending.clear()
+        self._iteration_gate.open = not self._closed
 
     async def _finish_unsubscribe(self, event: UnsubscribeEvent) -> None:
         """What unsubscribe() does, run once by its awaitable or by the next poll/close: the
@@ -670,7 +677,6 @@ class Consumer(AsyncClient):
             timeout_s = self._config.default_api_timeout_ms / 1000
             error = await self._leave(event, timeout_s, submit=False)
         self._listener = None
-        self._pending.clear()
         self._wakeup()
         if error is not None:
             raise error
@@ -1378,3 +1384,4 @@ class _Unsubscribe:
                 await self._consumer._finish_unsubscribe(self.event)
             finally:
                 self.done = True
+                self._consumer._unsubscribed()

@@ -8,6 +8,8 @@ crash would skip the records still waiting in the consumer.
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -92,7 +94,8 @@ async def test_unsubscribe_commits_what_was_handed_out_and_async_for_resumes_the
 ) -> None:
     """unsubscribe() while `async for` has records collected but not handed out: leaving
     commits the offset after the last record handed out, and `async for` under the next
-    subscription hands out the rest, each once."""
+    subscription hands out the rest, each once, mostly from the records at hand again (the
+    step that takes them is back once the unsubscribe is done)."""
     await broker.create_topic(unique_topic, 1)
     async with Producer(broker.bootstrap) as producer:
         for i in range(20):
@@ -118,13 +121,27 @@ async def test_unsubscribe_commits_what_was_handed_out_and_async_for_resumes_the
                     break
         assert len(consumer._pending) > 0  # collected ahead, not handed out
         unsubscribing = consumer.unsubscribe()  # not awaited yet, as aiokafka's is called
+        assert not consumer._iteration_gate.open  # no record of the subscription from here
         with anyio.fail_after(30):
             await unsubscribing
         assert (await admin.list_group_offsets(group, [tp]))[tp].offset == 5
+        assert consumer._iteration_gate.open
+
         consumer.subscribe([unique_topic])
+        through_the_consumer = 0
+        step = consumer.__anext__
+
+        async def counted() -> Any:
+            nonlocal through_the_consumer
+            through_the_consumer += 1
+            return await step()
+
+        consumer.__anext__ = counted  # type: ignore[method-assign]
         with anyio.fail_after(30):
             async for record in consumer:
                 received.append(record.offset)
                 if len(received) == 20:
                     break
         assert received == list(range(20))  # no record lost, none twice
+        # the first step collects the records fetched; the next ones take them at hand
+        assert through_the_consumer < 15

@@ -135,15 +135,54 @@ def test_pattern_subscription_requests_all_topics_and_matches_new_snapshots() ->
     assert not metadata.all_topics
 
 
-async def test_after_unsubscribe_async_for_steps_through_the_consumer() -> None:
+async def test_while_unsubscribing_async_for_steps_through_the_consumer() -> None:
     consumer = group_consumer()
     consumer._pending.extend({A: [record(A, 10)]})
     iterator = consumer.__aiter__()
     assert (await iterator.__anext__()).offset == 10  # a record at hand: the fast step
     assert consumer._iteration_gate.open
     consumer.unsubscribe()
-    # from now on each step goes to Consumer.__anext__, which runs the leave first
+    # until it is done each step goes to Consumer.__anext__, which runs the leave first
     assert not consumer._iteration_gate.open
+
+
+async def test_async_for_takes_records_at_hand_again_once_the_unsubscribe_is_done() -> None:
+    consumer = group_consumer()
+    consumer._subscriptions.seek(A, 13)  # records 10..12 collected
+    consumer._pending.extend({A: [record(A, 10), record(A, 11), record(A, 12)]})
+    iterator = consumer.__aiter__()
+    assert (await iterator.__anext__()).offset == 10
+    unsubscribing = consumer.unsubscribe()
+    assert not consumer._iteration_gate.open and len(consumer._pending) == 0
+    await unsubscribing  # not started: nothing to leave
+    assert consumer._iteration_gate.open
+    consumer.subscribe(["t"])  # allowed again
+    consumer._pending.extend({A: [record(A, 11), record(A, 12)]})  # collected again
+    # the fast step, not Consumer.__anext__ (which would need the network task: not started)
+    assert [(await iterator.__anext__()).offset for _ in range(2)] == [11, 12]
+
+
+async def test_an_unsubscribe_done_after_close_keeps_async_for_off_the_records() -> None:
+    consumer = group_consumer()
+    unsubscribing = consumer.unsubscribe()
+    await consumer.close()
+    consumer._pending.extend({A: [record(A, 10)]})
+    await unsubscribing
+    assert not consumer._iteration_gate.open
+    with pytest.raises(StopAsyncIteration):
+        await consumer.__aiter__().__anext__()
+
+
+async def test_a_failed_unsubscribe_still_lets_async_for_take_records_again() -> None:
+    consumer = group_consumer()
+
+    async def leave(*args: Any) -> None:
+        raise RuntimeError("listener")
+
+    consumer._finish_unsubscribe = leave  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        await consumer.unsubscribe()
+    assert consumer._iteration_gate.open
 
 
 def test_unsubscribe_moves_positions_back_to_the_first_record_not_handed_out() -> None:
