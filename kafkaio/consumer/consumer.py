@@ -250,6 +250,7 @@ class Consumer(AsyncClient):
         # steps through __anext__ (see iteration.py)
         self._iteration_gate = IterationGate()
         self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
+        self._deserializing: list[_Deserializing] = []  # polls awaiting async deserializers
         self._poll_event: PollEvent | None = None  # the last poll told to the network task
         # the network task applies the application's events (kafkaio.consumer.handlers); the
         # queue tells the application side when it has taken them (getmany waits for that)
@@ -928,6 +929,11 @@ class Consumer(AsyncClient):
         for tp, record in self._pending.first_pending().items():
             if tp in offsets:
                 offsets[tp] = OffsetAndMetadata(record.offset, "", record.leader_epoch)
+        for flight in self._deserializing:  # collected before those, not returned yet
+            for tp, record in flight.first.items():
+                if tp in offsets and tp not in flight.dropped:
+                    if record.offset < offsets[tp].offset:
+                        offsets[tp] = OffsetAndMetadata(record.offset, "", record.leader_epoch)
         return offsets
 
     def _on_commit(self, event: CommitEvent, now: float) -> None:
@@ -1135,12 +1141,13 @@ class Consumer(AsyncClient):
     ) -> Records:
         """One application poll: group bookkeeping, background steps, then records."""
         driver = self._check()
-        if self._unsubscribing is not None and not self._unsubscribing.done:
-            await self._complete_unsubscribe()
         started = anyio.current_time()
         deadline = started + timeout_ms / 1000
         self._last_poll_ms = started * 1000.0
         while True:
+            if self._unsubscribing is not None and not self._unsubscribing.done:
+                await self._complete_unsubscribe()
+            unsubscribing = self._unsubscribing  # another one started: see below
             self._poll_group()
             if self._events.waiting(but=PollEvent):
                 await self._settle()
@@ -1158,6 +1165,11 @@ class Consumer(AsyncClient):
                 driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
             if records and self._codecs is not None:
                 records = await self._deserialize(records, self._codecs)
+            if records and self._unsubscribing is not unsubscribing:
+                # unsubscribe() was called (in another task) while this poll awaited: what it
+                # collected belongs to the subscription dropped, and is not handed out
+                self._rewind({tp: batch[0] for tp, batch in records.items()})
+                records = {}
             used = self._buffer.used_bytes - used_before
             if records:
                 if self._registry.enabled:
@@ -1182,41 +1194,52 @@ class Consumer(AsyncClient):
         A deserializer that raises leaves its partition's position at that record (the
         records after it are fetched again): the records before it are returned, and the
         error is raised at once when there are none, else by the next poll, as on the
-        plain path.
+        plain path. Until they are returned the records count as not handed out: a
+        partition dropped meanwhile (revoked, paused, unsubscribed) has its position moved
+        back to them by the drop, and its records are left out (see _drop_pending).
         """
         out: Records = {}
         failure: RecordDeserializationError | None = None
         subs = self._subscriptions
-        for tp, batch in records.items():
-            done: list[ConsumerRecord[Any, Any]] = []
-            for record in batch:
-                field = "key"
-                try:
-                    ctx = SerializationContext(
-                        tp.topic, "key", tp.partition, record.offset, record.headers
-                    )
-                    key = await deserialize(codecs[0], record.key, ctx)
-                    field = "value"
-                    ctx = SerializationContext(
-                        tp.topic, "value", tp.partition, record.offset, record.headers
-                    )
-                    value = await deserialize(codecs[1], record.value, ctx)
-                except Exception as exc:
-                    if failure is None:
-                        failure = RecordDeserializationError(
-                            tp.topic, tp.partition, record.offset, field, exc
+        flight = _Deserializing(records)
+        self._deserializing.append(flight)
+        try:
+            for tp, batch in records.items():
+                done: list[ConsumerRecord[Any, Any]] = []
+                for record in batch:
+                    field = "key"
+                    try:
+                        ctx = SerializationContext(
+                            tp.topic, "key", tp.partition, record.offset, record.headers
                         )
-                        failure.__cause__ = exc
-                    if subs.is_assigned(tp):  # the position stays at the failed record
-                        subs.seek(tp, record.offset, record.leader_epoch)
-                        self._buffer.remove(tp)
-                    self._wakeup()
-                    break
-                record.key = key
-                record.value = value
-                done.append(record)
-            if done:
-                out[tp] = done
+                        key = await deserialize(codecs[0], record.key, ctx)
+                        field = "value"
+                        ctx = SerializationContext(
+                            tp.topic, "value", tp.partition, record.offset, record.headers
+                        )
+                        value = await deserialize(codecs[1], record.value, ctx)
+                    except Exception as exc:
+                        if tp in flight.dropped:  # its position was moved back already
+                            break
+                        if failure is None:
+                            failure = RecordDeserializationError(
+                                tp.topic, tp.partition, record.offset, field, exc
+                            )
+                            failure.__cause__ = exc
+                        if subs.is_assigned(tp):  # the position stays at the failed record
+                            subs.seek(tp, record.offset, record.leader_epoch)
+                            self._buffer.remove(tp)
+                        self._wakeup()
+                        break
+                    record.key = key
+                    record.value = value
+                    done.append(record)
+                if done:
+                    out[tp] = done
+        finally:
+            self._deserializing.remove(flight)
+        for tp in flight.dropped:
+            out.pop(tp, None)
         if failure is not None and not out:
             raise failure
         return out
@@ -1236,12 +1259,31 @@ class Consumer(AsyncClient):
         self._events.put(event, wake=membership.needs_application_poll)
 
     def _drop_pending(self, partitions: Partitions) -> None:
-        """Forget collected-but-undelivered records of `partitions` and move their positions
-        back to the first of them (they are fetched again if the partition stays)."""
+        """Forget collected-but-undelivered records of `partitions` (waiting in the queue or
+        in a poll's deserializers) and move their positions back to the first of them (they
+        are fetched again if the partition stays)."""
         # the application side's own bookkeeping of what it handed out (as collecting
         # advances positions, here and in Java's FetchCollector): applied at once, so a
         # commit right after (before revoking) counts only what was handed out
-        for tp, record in self._pending.discard(partitions).items():
+        first = self._pending.discard(partitions)
+        for flight in self._deserializing:
+            for tp, record in flight.first.items():
+                if tp in partitions and tp not in flight.dropped:
+                    flight.dropped.add(tp)
+                    if tp not in first or record.offset < first[tp].offset:
+                        first[tp] = record
+        self._rewind(first)
+
+    def _drop_all_pending(self) -> None:
+        partitions = set(self._pending.first_pending())
+        for flight in self._deserializing:
+            partitions.update(flight.first)
+        self._drop_pending(frozenset(partitions))
+
+    def _rewind(self, first: Mapping[TopicPartition, ConsumerRecord[Any, Any]]) -> None:
+        """Move the positions of partitions still assigned back to these records (the first
+        not handed out of each): they are fetched again, and a commit counts only what was."""
+        for tp, record in first.items():
             if self._subscriptions.is_assigned(tp):
                 self._subscriptions.seek(tp, record.offset, record.leader_epoch)
                 self._buffer.remove(tp)
@@ -1313,6 +1355,17 @@ class Consumer(AsyncClient):
             raise NoOffsetForPartitionError(missing)
 
 
+class _Deserializing:
+    """Records a poll collected and is running async deserializers over: the first of each
+    partition, and the partitions dropped since (their records are not returned)."""
+
+    __slots__ = ("dropped", "first")
+
+    def __init__(self, records: Records) -> None:
+        self.first = {tp: batch[0] for tp, batch in records.items() if batch}
+        self.dropped: set[TopicPartition] = set()
+
+
 class _RebalanceSteps:
     """The consumer's side of the rebalance steps (see GroupEventBridge)."""
 
@@ -1369,7 +1422,7 @@ class _Unsubscribe:
         # the positions go back to the first record not handed out (what leaving commits)
         self.event = UnsubscribeEvent(math.inf)
         consumer._events.put(self.event)
-        consumer._drop_pending(frozenset(consumer._pending.first_pending()))
+        consumer._drop_all_pending()
 
     def __await__(self) -> Generator[Any, None, None]:
         return self._run().__await__()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from kafkaio import Consumer
@@ -195,3 +196,40 @@ def test_unsubscribe_moves_positions_back_to_the_first_record_not_handed_out() -
     assert len(consumer._pending) == 0
     consumed = consumer._subscriptions.all_consumed()
     assert (consumed[A].offset, consumed[B].offset) == (11, 4)
+
+
+async def test_records_still_being_deserialized_count_as_not_handed_out() -> None:
+    # an async deserializer awaits: the poll's records are neither queued nor handed out; a
+    # commit counts them as not consumed, and pausing their partition leaves them out
+    inside, release = anyio.Event(), anyio.Event()
+
+    async def value(data: bytes | None) -> bytes | None:
+        inside.set()
+        await release.wait()
+        return data
+
+    consumer = Consumer("t", bootstrap_servers="localhost:1", group_id="g", value_deserializer=value)
+    network_turn(consumer)
+    consumer._subscriptions.assign_from_subscribed([A, B])
+    consumer._subscriptions.seek(A, 13)  # records 10..12 collected
+    consumer._subscriptions.seek(B, 5)  # record 4 collected
+    codecs = consumer._codecs
+    assert codecs is not None
+    returned: dict[TopicPartition, list[int]] = {}
+
+    async def poll() -> None:
+        batches = {A: [record(A, 10), record(A, 11), record(A, 12)], B: [record(B, 4)]}
+        for tp, batch in (await consumer._deserialize(batches, codecs)).items():
+            returned[tp] = [r.offset for r in batch]
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(poll)
+        await inside.wait()
+        offsets = consumer._consumed_offsets()
+        assert (offsets[A].offset, offsets[B].offset) == (10, 4)
+        consumer.pause(A)
+        position = consumer._subscriptions.position(A)
+        assert position is not None and position.offset == 10  # fetched again on resume
+        release.set()
+    assert returned == {B: [4]}
+    assert consumer._consumed_offsets()[B].offset == 5 and not consumer._deserializing
