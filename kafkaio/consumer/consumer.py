@@ -14,6 +14,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Collection,
     Generator,
     Iterable,
     Mapping,
@@ -629,7 +630,7 @@ class Consumer(AsyncClient):
         self._auto_commit_before_reassign()
         self._events.put(AssignmentChangeEvent(math.inf, tuple(parts)))
         kept = set(parts)
-        self._pending.discard({tp for tp in self._pending.first_pending() if tp not in kept})
+        self._discard_pending(self._undelivered_partitions() - kept)
 
     def _auto_commit_before_reassign(self) -> None:
         """assign() with a group and auto-commit: commit what was consumed so far, before the
@@ -784,7 +785,7 @@ class Consumer(AsyncClient):
         tp = TopicPartition(*partition)
         self._check_assigned((tp,), "seek()")
         self._events.put(SeekEvent(math.inf, tp, offset))
-        self._pending.discard((tp,))
+        self._discard_pending((tp,))
 
     async def seek_to_beginning(
         self, *partitions: TopicPartition, timeout_ms: float | None = None
@@ -808,7 +809,7 @@ class Consumer(AsyncClient):
         tps = [TopicPartition(*tp) for tp in partitions] or sorted(self.assignment())
         self._check_assigned(tps, "seek_to_beginning()/seek_to_end()")
         self._events.put(ResetOffsetsEvent(math.inf, tuple(tps), strategy))
-        self._pending.discard(tps)
+        self._discard_pending(tps)
         paused = self._view()[2]
         active = tuple(tp for tp in tps if tp not in paused)
         if active:
@@ -1265,6 +1266,16 @@ class Consumer(AsyncClient):
         # the application side's own bookkeeping of what it handed out (as collecting
         # advances positions, here and in Java's FetchCollector): applied at once, so a
         # commit right after (before revoking) counts only what was handed out
+        self._rewind(self._discard_pending(partitions))
+
+    def _drop_all_pending(self) -> None:
+        self._drop_pending(self._undelivered_partitions())
+
+    def _discard_pending(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, ConsumerRecord[Any, Any]]:
+        """Forget collected-but-undelivered records of `partitions`, queued or in a poll's
+        deserializers (that poll leaves them out); the first of each partition."""
         first = self._pending.discard(partitions)
         for flight in self._deserializing:
             for tp, record in flight.first.items():
@@ -1272,13 +1283,14 @@ class Consumer(AsyncClient):
                     flight.dropped.add(tp)
                     if tp not in first or record.offset < first[tp].offset:
                         first[tp] = record
-        self._rewind(first)
+        return first
 
-    def _drop_all_pending(self) -> None:
+    def _undelivered_partitions(self) -> frozenset[TopicPartition]:
+        """Partitions with records collected and not handed out (queued or deserializing)."""
         partitions = set(self._pending.first_pending())
         for flight in self._deserializing:
             partitions.update(flight.first)
-        self._drop_pending(frozenset(partitions))
+        return frozenset(partitions)
 
     def _rewind(self, first: Mapping[TopicPartition, ConsumerRecord[Any, Any]]) -> None:
         """Move the positions of partitions still assigned back to these records (the first

@@ -198,38 +198,58 @@ def test_unsubscribe_moves_positions_back_to_the_first_record_not_handed_out() -
     assert (consumed[A].offset, consumed[B].offset) == (11, 4)
 
 
-async def test_records_still_being_deserialized_count_as_not_handed_out() -> None:
-    # an async deserializer awaits: the poll's records are neither queued nor handed out; a
-    # commit counts them as not consumed, and pausing their partition leaves them out
-    inside, release = anyio.Event(), anyio.Event()
+class Deserializing:
+    """A consumer whose async value deserializer waits until released, and a poll of
+    A 10..12 and B 4 (collected: positions 13 and 5) stuck in it."""
 
-    async def value(data: bytes | None) -> bytes | None:
-        inside.set()
-        await release.wait()
-        return data
+    def __init__(self) -> None:
+        self.inside, self.release = anyio.Event(), anyio.Event()
 
-    consumer = Consumer("t", bootstrap_servers="localhost:1", group_id="g", value_deserializer=value)
-    network_turn(consumer)
-    consumer._subscriptions.assign_from_subscribed([A, B])
-    consumer._subscriptions.seek(A, 13)  # records 10..12 collected
-    consumer._subscriptions.seek(B, 5)  # record 4 collected
-    codecs = consumer._codecs
-    assert codecs is not None
-    returned: dict[TopicPartition, list[int]] = {}
+        async def value(data: bytes | None) -> bytes | None:
+            self.inside.set()
+            await self.release.wait()
+            return data
 
-    async def poll() -> None:
+        self.consumer = consumer = Consumer(
+            "t", bootstrap_servers="localhost:1", group_id="g", value_deserializer=value
+        )
+        network_turn(consumer)
+        consumer._subscriptions.assign_from_subscribed([A, B])
+        consumer._subscriptions.seek(A, 13)
+        consumer._subscriptions.seek(B, 5)
+        self.returned: dict[TopicPartition, list[int]] = {}
+
+    async def poll(self) -> None:
+        codecs = self.consumer._codecs
+        assert codecs is not None
         batches = {A: [record(A, 10), record(A, 11), record(A, 12)], B: [record(B, 4)]}
-        for tp, batch in (await consumer._deserialize(batches, codecs)).items():
-            returned[tp] = [r.offset for r in batch]
+        for tp, batch in (await self.consumer._deserialize(batches, codecs)).items():
+            self.returned[tp] = [r.offset for r in batch]
 
+
+async def test_records_still_being_deserialized_count_as_not_handed_out() -> None:
+    # the poll's records are neither queued nor handed out: a commit counts them as not
+    # consumed, and pausing their partition leaves them out and moves its position back
+    stuck = Deserializing()
+    consumer = stuck.consumer
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(poll)
-        await inside.wait()
+        tasks.start_soon(stuck.poll)
+        await stuck.inside.wait()
         offsets = consumer._consumed_offsets()
         assert (offsets[A].offset, offsets[B].offset) == (10, 4)
         consumer.pause(A)
         position = consumer._subscriptions.position(A)
         assert position is not None and position.offset == 10  # fetched again on resume
-        release.set()
-    assert returned == {B: [4]}
+        stuck.release.set()
+    assert stuck.returned == {B: [4]}
     assert consumer._consumed_offsets()[B].offset == 5 and not consumer._deserializing
+
+
+async def test_a_seek_while_records_are_deserialized_leaves_them_out() -> None:
+    stuck = Deserializing()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(stuck.poll)
+        await stuck.inside.wait()
+        stuck.consumer.seek(B, 0)
+        stuck.release.set()
+    assert stuck.returned == {A: [10, 11, 12]}  # B's record 4 was from before the seek
