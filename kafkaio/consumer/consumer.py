@@ -930,7 +930,7 @@ class Consumer(AsyncClient):
         for tp, record in self._pending.first_pending().items():
             if tp in offsets:
                 offsets[tp] = OffsetAndMetadata(record.offset, "", record.leader_epoch)
-        for flight in self._deserializing:  # collected before those, not returned yet
+        for flight in self._deserializing:  # collected, still being deserialized
             for tp, record in flight.first.items():
                 if tp in offsets and tp not in flight.dropped:
                     if record.offset < offsets[tp].offset:
