@@ -14,6 +14,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Collection,
     Generator,
     Iterable,
     Mapping,
@@ -246,10 +247,11 @@ class Consumer(AsyncClient):
         # no more application calls: set by close() once its steps ran (the listener's
         # callbacks may still commit while the consumer leaves the group)
         self._closed = False
-        # closed with the consumer or when an unsubscribe starts: `async for` then steps
-        # through __anext__ (see iteration.py)
+        # closed with the consumer, and while an unsubscribe is under way: `async for` then
+        # steps through __anext__ (see iteration.py)
         self._iteration_gate = IterationGate()
         self._unsubscribing: _Unsubscribe | None = None  # an unsubscribe() not finished yet
+        self._deserializing: list[_Deserializing] = []  # polls awaiting async deserializers
         self._poll_event: PollEvent | None = None  # the last poll told to the network task
         # the network task applies the application's events (kafkaio.consumer.handlers); the
         # queue tells the application side when it has taken them (getmany waits for that)
@@ -628,7 +630,7 @@ class Consumer(AsyncClient):
         self._auto_commit_before_reassign()
         self._events.put(AssignmentChangeEvent(math.inf, tuple(parts)))
         kept = set(parts)
-        self._pending.discard({tp for tp in self._pending.first_pending() if tp not in kept})
+        self._discard_pending(self._undelivered_partitions() - kept)
 
     def _auto_commit_before_reassign(self) -> None:
         """assign() with a group and auto-commit: commit what was consumed so far, before the
@@ -657,9 +659,16 @@ class Consumer(AsyncClient):
         getmany()/getone()/``async for``/close(); subscribe() or assign() before then raise.
         """
         if self._unsubscribing is None or self._unsubscribing.done:
+            self._iteration_gate.open = False  # until it is done: see _unsubscribed()
             self._unsubscribing = _Unsubscribe(self)
-            self._iteration_gate.open = False
         return self._unsubscribing
+
+    def _unsubscribed(self) -> None:
+        """An unsubscribe is done (or gave up): nothing collected under the subscription it
+        dropped is left to hand out, and `async for` takes the records at hand again (the
+        next subscription's) unless the consumer is closed."""
+        self._pending.clear()
+        self._iteration_gate.open = not self._closed
 
     async def _finish_unsubscribe(self, event: UnsubscribeEvent) -> None:
         """What unsubscribe() does, run once by its awaitable or by the next poll/close: the
@@ -670,7 +679,6 @@ class Consumer(AsyncClient):
             timeout_s = self._config.default_api_timeout_ms / 1000
             error = await self._leave(event, timeout_s, submit=False)
         self._listener = None
-        self._pending.clear()
         self._wakeup()
         if error is not None:
             raise error
@@ -777,7 +785,7 @@ class Consumer(AsyncClient):
         tp = TopicPartition(*partition)
         self._check_assigned((tp,), "seek()")
         self._events.put(SeekEvent(math.inf, tp, offset))
-        self._pending.discard((tp,))
+        self._discard_pending((tp,))
 
     async def seek_to_beginning(
         self, *partitions: TopicPartition, timeout_ms: float | None = None
@@ -801,7 +809,7 @@ class Consumer(AsyncClient):
         tps = [TopicPartition(*tp) for tp in partitions] or sorted(self.assignment())
         self._check_assigned(tps, "seek_to_beginning()/seek_to_end()")
         self._events.put(ResetOffsetsEvent(math.inf, tuple(tps), strategy))
-        self._pending.discard(tps)
+        self._discard_pending(tps)
         paused = self._view()[2]
         active = tuple(tp for tp in tps if tp not in paused)
         if active:
@@ -922,6 +930,11 @@ class Consumer(AsyncClient):
         for tp, record in self._pending.first_pending().items():
             if tp in offsets:
                 offsets[tp] = OffsetAndMetadata(record.offset, "", record.leader_epoch)
+        for flight in self._deserializing:  # collected, still being deserialized
+            for tp, record in flight.first.items():
+                if tp in offsets and tp not in flight.dropped:
+                    if record.offset < offsets[tp].offset:
+                        offsets[tp] = OffsetAndMetadata(record.offset, "", record.leader_epoch)
         return offsets
 
     def _on_commit(self, event: CommitEvent, now: float) -> None:
@@ -1129,12 +1142,13 @@ class Consumer(AsyncClient):
     ) -> Records:
         """One application poll: group bookkeeping, background steps, then records."""
         driver = self._check()
-        if self._unsubscribing is not None and not self._unsubscribing.done:
-            await self._complete_unsubscribe()
         started = anyio.current_time()
         deadline = started + timeout_ms / 1000
         self._last_poll_ms = started * 1000.0
         while True:
+            if self._unsubscribing is not None and not self._unsubscribing.done:
+                await self._complete_unsubscribe()
+            unsubscribing = self._unsubscribing  # another one started: see below
             self._poll_group()
             if self._events.waiting(but=PollEvent):
                 await self._settle()
@@ -1152,6 +1166,11 @@ class Consumer(AsyncClient):
                 driver.wakeup()  # buffer space freed: the fetcher may fetch what it held
             if records and self._codecs is not None:
                 records = await self._deserialize(records, self._codecs)
+            if records and self._unsubscribing is not unsubscribing:
+                # unsubscribe() was called (in another task) while this poll awaited: what it
+                # collected belongs to the subscription dropped, and is not handed out
+                self._rewind({tp: batch[0] for tp, batch in records.items()})
+                records = {}
             used = self._buffer.used_bytes - used_before
             if records:
                 if self._registry.enabled:
@@ -1176,41 +1195,52 @@ class Consumer(AsyncClient):
         A deserializer that raises leaves its partition's position at that record (the
         records after it are fetched again): the records before it are returned, and the
         error is raised at once when there are none, else by the next poll, as on the
-        plain path.
+        plain path. Until they are returned the records count as not handed out: a
+        partition dropped meanwhile (revoked, paused, unsubscribed) has its position moved
+        back to them by the drop, and its records are left out (see _drop_pending).
         """
         out: Records = {}
         failure: RecordDeserializationError | None = None
         subs = self._subscriptions
-        for tp, batch in records.items():
-            done: list[ConsumerRecord[Any, Any]] = []
-            for record in batch:
-                field = "key"
-                try:
-                    ctx = SerializationContext(
-                        tp.topic, "key", tp.partition, record.offset, record.headers
-                    )
-                    key = await deserialize(codecs[0], record.key, ctx)
-                    field = "value"
-                    ctx = SerializationContext(
-                        tp.topic, "value", tp.partition, record.offset, record.headers
-                    )
-                    value = await deserialize(codecs[1], record.value, ctx)
-                except Exception as exc:
-                    if failure is None:
-                        failure = RecordDeserializationError(
-                            tp.topic, tp.partition, record.offset, field, exc
+        flight = _Deserializing(records)
+        self._deserializing.append(flight)
+        try:
+            for tp, batch in records.items():
+                done: list[ConsumerRecord[Any, Any]] = []
+                for record in batch:
+                    field = "key"
+                    try:
+                        ctx = SerializationContext(
+                            tp.topic, "key", tp.partition, record.offset, record.headers
                         )
-                        failure.__cause__ = exc
-                    if subs.is_assigned(tp):  # the position stays at the failed record
-                        subs.seek(tp, record.offset, record.leader_epoch)
-                        self._buffer.remove(tp)
-                    self._wakeup()
-                    break
-                record.key = key
-                record.value = value
-                done.append(record)
-            if done:
-                out[tp] = done
+                        key = await deserialize(codecs[0], record.key, ctx)
+                        field = "value"
+                        ctx = SerializationContext(
+                            tp.topic, "value", tp.partition, record.offset, record.headers
+                        )
+                        value = await deserialize(codecs[1], record.value, ctx)
+                    except Exception as exc:
+                        if tp in flight.dropped:  # its position was moved back already
+                            break
+                        if failure is None:
+                            failure = RecordDeserializationError(
+                                tp.topic, tp.partition, record.offset, field, exc
+                            )
+                            failure.__cause__ = exc
+                        if subs.is_assigned(tp):  # the position stays at the failed record
+                            subs.seek(tp, record.offset, record.leader_epoch)
+                            self._buffer.remove(tp)
+                        self._wakeup()
+                        break
+                    record.key = key
+                    record.value = value
+                    done.append(record)
+                if done:
+                    out[tp] = done
+        finally:
+            self._deserializing.remove(flight)
+        for tp in flight.dropped:
+            out.pop(tp, None)
         if failure is not None and not out:
             raise failure
         return out
@@ -1230,12 +1260,42 @@ class Consumer(AsyncClient):
         self._events.put(event, wake=membership.needs_application_poll)
 
     def _drop_pending(self, partitions: Partitions) -> None:
-        """Forget collected-but-undelivered records of `partitions` and move their positions
-        back to the first of them (they are fetched again if the partition stays)."""
+        """Forget collected-but-undelivered records of `partitions` (waiting in the queue or
+        in a poll's deserializers) and move their positions back to the first of them (they
+        are fetched again if the partition stays)."""
         # the application side's own bookkeeping of what it handed out (as collecting
         # advances positions, here and in Java's FetchCollector): applied at once, so a
         # commit right after (before revoking) counts only what was handed out
-        for tp, record in self._pending.discard(partitions).items():
+        self._rewind(self._discard_pending(partitions))
+
+    def _drop_all_pending(self) -> None:
+        self._drop_pending(self._undelivered_partitions())
+
+    def _discard_pending(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, ConsumerRecord[Any, Any]]:
+        """Forget collected-but-undelivered records of `partitions`, queued or in a poll's
+        deserializers (that poll leaves them out); the first of each partition."""
+        first = self._pending.discard(partitions)
+        for flight in self._deserializing:
+            for tp, record in flight.first.items():
+                if tp in partitions and tp not in flight.dropped:
+                    flight.dropped.add(tp)
+                    if tp not in first or record.offset < first[tp].offset:
+                        first[tp] = record
+        return first
+
+    def _undelivered_partitions(self) -> frozenset[TopicPartition]:
+        """Partitions with records collected and not handed out (queued or deserializing)."""
+        partitions = set(self._pending.first_pending())
+        for flight in self._deserializing:
+            partitions.update(flight.first)
+        return frozenset(partitions)
+
+    def _rewind(self, first: Mapping[TopicPartition, ConsumerRecord[Any, Any]]) -> None:
+        """Move the positions of partitions still assigned back to these records (the first
+        not handed out of each): they are fetched again, and a commit counts only what was."""
+        for tp, record in first.items():
             if self._subscriptions.is_assigned(tp):
                 self._subscriptions.seek(tp, record.offset, record.leader_epoch)
                 self._buffer.remove(tp)
@@ -1307,6 +1367,17 @@ class Consumer(AsyncClient):
             raise NoOffsetForPartitionError(missing)
 
 
+class _Deserializing:
+    """Records a poll collected and is running async deserializers over: the first of each
+    partition, and the partitions dropped since (their records are not returned)."""
+
+    __slots__ = ("dropped", "first")
+
+    def __init__(self, records: Records) -> None:
+        self.first = {tp: batch[0] for tp, batch in records.items() if batch}
+        self.dropped: set[TopicPartition] = set()
+
+
 class _RebalanceSteps:
     """The consumer's side of the rebalance steps (see GroupEventBridge)."""
 
@@ -1359,10 +1430,11 @@ class _Unsubscribe:
         self._consumer = consumer
         self._lock: anyio.Lock | None = None
         self.done = False
-        # the network task starts leaving at once; no record is handed out from now on
+        # the network task starts leaving at once; no record is handed out from now on, and
+        # the positions go back to the first record not handed out (what leaving commits)
         self.event = UnsubscribeEvent(math.inf)
         consumer._events.put(self.event)
-        consumer._pending.clear()
+        consumer._drop_all_pending()
 
     def __await__(self) -> Generator[Any, None, None]:
         return self._run().__await__()
@@ -1377,3 +1449,4 @@ class _Unsubscribe:
                 await self._consumer._finish_unsubscribe(self.event)
             finally:
                 self.done = True
+                self._consumer._unsubscribed()

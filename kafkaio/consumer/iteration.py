@@ -13,9 +13,10 @@ from typing import Any
 
 
 class IterationGate:
-    """One per consumer: ``open`` until it is closed or an unsubscribe starts (from then on
-    every step goes through ``Consumer.__anext__``). A native attribute, so the compiled
-    step reads it without a Python attribute lookup."""
+    """One per consumer: ``open`` except while an unsubscribe is under way (it reopens once
+    that is done) and once the consumer is closed; while shut, every step goes through
+    ``Consumer.__anext__``. A native attribute, so the compiled step reads it without a
+    Python attribute lookup."""
 
     def __init__(self) -> None:
         self.open = True

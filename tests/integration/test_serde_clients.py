@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from kafkaio import Consumer, Producer, TopicPartition
+from kafkaio import Admin, Consumer, Producer, TopicPartition
 from kafkaio.errors import KafkaConfigError, RecordDeserializationError, SerializationError
 from kafkaio.serde import (
     DataclassDeserializer,
@@ -163,3 +163,53 @@ async def test_dataclass_serdes_and_plain_serializer_errors(
     ) as consumer:
         consumer.assign([TopicPartition(unique_topic, 0)])
         assert [r.value for r in await _read(consumer, 1)] == [Reading("s1", 21.5)]
+
+
+async def test_records_deserialized_past_an_unsubscribe_are_not_handed_out(
+    broker: BrokerInfo, unique_topic: str
+) -> None:
+    """A getone() whose async deserializer is still running while the application
+    unsubscribes (in another task) does not hand out the records of the subscription
+    dropped: it goes on to the next subscription's. Leaving commits none of them as
+    consumed: they are not skipped when the group consumes that topic again."""
+    second = unique_topic + "-next"
+    await broker.create_topic(unique_topic, 1)
+    await broker.create_topic(second, 1)
+    async with Producer(broker.bootstrap) as producer:
+        for topic in (unique_topic, second):
+            for i in range(3):
+                await producer.enqueue(topic, value=b"%d" % i, partition=0)
+        await producer.flush()
+    inside, release = anyio.Event(), anyio.Event()
+
+    async def value(data: bytes | None) -> bytes | None:
+        inside.set()
+        await release.wait()
+        return data
+
+    got = []
+    consumer = Consumer(
+        unique_topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=unique_topic + "-g",
+        auto_offset_reset="earliest",
+        value_deserializer=value,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    async with Admin(broker.bootstrap) as admin, consumer:
+
+        async def one() -> None:
+            got.append(await consumer.getone())
+
+        with anyio.fail_after(GUARD):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(one)
+                await inside.wait()  # getone() collected the first topic's records
+                await consumer.unsubscribe()
+                consumer.subscribe([second])
+                release.set()
+        first = TopicPartition(unique_topic, 0)
+        committed = (await admin.list_group_offsets(unique_topic + "-g", [first]))[first]
+    assert [(r.topic, r.offset) for r in got] == [(second, 0)]
+    assert committed.offset in (None, 0)  # none of the first topic's records handed out

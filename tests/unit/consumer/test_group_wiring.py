@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from kafkaio import Consumer
@@ -135,12 +136,120 @@ def test_pattern_subscription_requests_all_topics_and_matches_new_snapshots() ->
     assert not metadata.all_topics
 
 
-async def test_after_unsubscribe_async_for_steps_through_the_consumer() -> None:
+async def test_while_unsubscribing_async_for_steps_through_the_consumer() -> None:
     consumer = group_consumer()
     consumer._pending.extend({A: [record(A, 10)]})
     iterator = consumer.__aiter__()
     assert (await iterator.__anext__()).offset == 10  # a record at hand: the fast step
     assert consumer._iteration_gate.open
     consumer.unsubscribe()
-    # from now on each step goes to Consumer.__anext__, which runs the leave first
+    # until it is done each step goes to Consumer.__anext__, which runs the leave first
     assert not consumer._iteration_gate.open
+
+
+async def test_async_for_takes_records_at_hand_again_once_the_unsubscribe_is_done() -> None:
+    consumer = group_consumer()
+    consumer._subscriptions.seek(A, 13)  # records 10..12 collected
+    consumer._pending.extend({A: [record(A, 10), record(A, 11), record(A, 12)]})
+    iterator = consumer.__aiter__()
+    assert (await iterator.__anext__()).offset == 10
+    unsubscribing = consumer.unsubscribe()
+    assert not consumer._iteration_gate.open and len(consumer._pending) == 0
+    await unsubscribing  # not started: nothing to leave
+    assert consumer._iteration_gate.open
+    consumer.subscribe(["t"])  # allowed again
+    consumer._pending.extend({A: [record(A, 11), record(A, 12)]})  # collected again
+    # the fast step, not Consumer.__anext__ (which would need the network task: not started)
+    assert [(await iterator.__anext__()).offset for _ in range(2)] == [11, 12]
+
+
+async def test_an_unsubscribe_done_after_close_keeps_async_for_off_the_records() -> None:
+    consumer = group_consumer()
+    unsubscribing = consumer.unsubscribe()
+    await consumer.close()
+    consumer._pending.extend({A: [record(A, 10)]})
+    await unsubscribing
+    assert not consumer._iteration_gate.open
+    with pytest.raises(StopAsyncIteration):
+        await consumer.__aiter__().__anext__()
+
+
+async def test_a_failed_unsubscribe_still_lets_async_for_take_records_again() -> None:
+    consumer = group_consumer()
+
+    async def leave(*args: Any) -> None:
+        raise RuntimeError("listener")
+
+    consumer._finish_unsubscribe = leave  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        await consumer.unsubscribe()
+    assert consumer._iteration_gate.open
+
+
+def test_unsubscribe_moves_positions_back_to_the_first_record_not_handed_out() -> None:
+    # leaving commits these positions: records collected but not handed out are consumed
+    # again under the next subscription, not skipped
+    consumer = group_consumer()
+    consumer._subscriptions.seek(A, 13)
+    consumer._pending.extend({A: [record(A, 11), record(A, 12)], B: [record(B, 4)]})
+    consumer.unsubscribe()
+    assert len(consumer._pending) == 0
+    consumed = consumer._subscriptions.all_consumed()
+    assert (consumed[A].offset, consumed[B].offset) == (11, 4)
+
+
+class Deserializing:
+    """A consumer whose async value deserializer waits until released, and a poll of
+    A 10..12 and B 4 (collected: positions 13 and 5) stuck in it."""
+
+    def __init__(self) -> None:
+        self.inside, self.release = anyio.Event(), anyio.Event()
+
+        async def value(data: bytes | None) -> bytes | None:
+            self.inside.set()
+            await self.release.wait()
+            return data
+
+        self.consumer = consumer = Consumer(
+            "t", bootstrap_servers="localhost:1", group_id="g", value_deserializer=value
+        )
+        network_turn(consumer)
+        consumer._subscriptions.assign_from_subscribed([A, B])
+        consumer._subscriptions.seek(A, 13)
+        consumer._subscriptions.seek(B, 5)
+        self.returned: dict[TopicPartition, list[int]] = {}
+
+    async def poll(self) -> None:
+        codecs = self.consumer._codecs
+        assert codecs is not None
+        batches = {A: [record(A, 10), record(A, 11), record(A, 12)], B: [record(B, 4)]}
+        for tp, batch in (await self.consumer._deserialize(batches, codecs)).items():
+            self.returned[tp] = [r.offset for r in batch]
+
+
+async def test_records_still_being_deserialized_count_as_not_handed_out() -> None:
+    # the poll's records are neither queued nor handed out: a commit counts them as not
+    # consumed, and pausing their partition leaves them out and moves its position back
+    stuck = Deserializing()
+    consumer = stuck.consumer
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(stuck.poll)
+        await stuck.inside.wait()
+        offsets = consumer._consumed_offsets()
+        assert (offsets[A].offset, offsets[B].offset) == (10, 4)
+        consumer.pause(A)
+        position = consumer._subscriptions.position(A)
+        assert position is not None and position.offset == 10  # fetched again on resume
+        stuck.release.set()
+    assert stuck.returned == {B: [4]}
+    assert consumer._consumed_offsets()[B].offset == 5 and not consumer._deserializing
+
+
+async def test_a_seek_while_records_are_deserialized_leaves_them_out() -> None:
+    stuck = Deserializing()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(stuck.poll)
+        await stuck.inside.wait()
+        stuck.consumer.seek(B, 0)
+        stuck.release.set()
+    assert stuck.returned == {A: [10, 11, 12]}  # B's record 4 was from before the seek

@@ -1,8 +1,8 @@
 """The optional mypyc-compiled modules and their pure-Python fallback are tested alike.
 
 When the compiled modules are present the normal run tests them, and this file reruns the
-records suite, the consumer-record and iteration tests and the producer's unit tests in a
-subprocess that forces the .py sources; stale builds are refused.
+records suite, the consumer-record, iteration and group-wiring tests and the producer's unit
+tests in a subprocess that forces the .py sources; stale builds are refused.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ PURE_SUITES = (
     HERE.parent / "consumer" / "test_record.py",
     HERE.parent / "consumer" / "test_fetch_buffer.py",
     HERE.parent / "consumer" / "test_iteration.py",
+    HERE.parent / "consumer" / "test_group_wiring.py",
     HERE.parent / "producer",
 )
 FORCE_PURE_ENV = "KAFKAIO_TEST_FORCE_PURE_RECORDS"
