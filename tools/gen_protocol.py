@@ -49,6 +49,8 @@ FIXED = {
     "bool": ("?", 1), "int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2),
     "int32": ("i", 4), "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8),
 }
+# Arrays of a fixed-size type shorter than this decode through a prebuilt Struct per length.
+ARRAY_STRUCTS = 32
 PY_TYPES = {
     "bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int",
     "uint32": "int", "int64": "int", "float64": "float", "string": "str", "bytes": "bytes",
@@ -258,6 +260,8 @@ class Gen:
         return tuple(parts)
 
     def const(self, fmt: str) -> str:
+        """The module constant of a Struct of `fmt`, or of the Structs of arrays of 0 to
+        ARRAY_STRUCTS - 1 items of one fixed type ("[]" + its struct code)."""
         name = self.structs_used.get(fmt)
         if name is None:
             name = f"_S{len(self.structs_used)}"
@@ -500,7 +504,13 @@ class Gen:
                 lines.append("        ap(x)")
             elif f.elem in FIXED:
                 code, size = FIXED[f.elem]
-                lines.append(f"    {target} = list(_struct.unpack_from('>%d{code}' % n, buf, pos))")
+                # short arrays (replica lists...) through a prebuilt Struct per length: no
+                # format string to build and look up per array
+                arrays = self.const("[]" + code)
+                lines.append(f"    if n < {ARRAY_STRUCTS}:")
+                lines.append(f"        {target} = list({arrays}[n].unpack_from(buf, pos))")
+                lines.append("    else:")
+                lines.append(f"        {target} = list(_struct.unpack_from('>%d{code}' % n, buf, pos))")
                 lines.append(f"    pos += {size} * n" if size > 1 else "    pos += n")
             else:
                 lines.append(f"    {target} = []")
@@ -639,7 +649,7 @@ def module_text(msgs: list[Message], spec_dir: Path) -> str:
         "",
         "from kafkaio.protocol._codec import (",
         "    _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,",
-        "    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,",
+        "    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,",
         ")",
         "from kafkaio.protocol._codec import struct as _struct",
         "from kafkaio.protocol.api import Request",
@@ -666,7 +676,12 @@ def module_text(msgs: list[Message], spec_dir: Path) -> str:
         tables.append(
             f"_DECODERS[{msg.name!r}] = {{{', '.join(f'{v}: {n}' for v, n in dec_map.items())}}}"
         )
-    const_lines = [f"{name} = _struct.Struct({fmt!r})" for fmt, name in consts.items()]
+    const_lines = [
+        f"{name} = _fixed_arrays({fmt[2:]!r}, {ARRAY_STRUCTS})"
+        if fmt.startswith("[]")
+        else f"{name} = _struct.Struct({fmt!r})"
+        for fmt, name in consts.items()
+    ]
     return "\n".join(
         head
         + const_lines

@@ -5,6 +5,7 @@ Sans-I/O: a snapshot is built from a MetadataResponse with `ClusterMetadata.with
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,23 +99,11 @@ class ClusterMetadata:
     def __post_init__(self) -> None:
         partitions: dict[TopicPartition, PartitionInfo] = {}
         leaders: dict[TopicPartition, int] = {}
-        names_by_id: dict[uuid.UUID, str] = {}
-        brokers = self.brokers
-        new_tp = _new_tp
         for topic in self.topics.values():
-            if topic.topic_id is not None:
-                names_by_id[topic.topic_id] = topic.name
-            name = topic.name
-            for p in topic.partitions:
-                tp = new_tp(TopicPartition, (name, p.partition))
-                partitions[tp] = p
-                # A leader missing from the broker list cannot be reached: treat it as unknown.
-                leader = p.leader
-                if leader is not None and leader in brokers:
-                    leaders[tp] = leader
+            _index_topic(topic, self.brokers, partitions, leaders)
         object.__setattr__(self, "_partitions", partitions)
         object.__setattr__(self, "_leaders", leaders)
-        object.__setattr__(self, "_names_by_id", names_by_id)
+        object.__setattr__(self, "_names_by_id", _names_by_id(self.topics))
         object.__setattr__(self, "_by_leader", None)
 
     # -- lookups -------------------------------------------------------------------------
@@ -196,7 +185,9 @@ class ClusterMetadata:
         `version` defaults to this snapshot's version + 1.
         """
         floors = min_leader_epochs or {}
-        topics: dict[str, TopicInfo] = {} if full else dict(self.topics)
+        previous = self.topics
+        topics: dict[str, TopicInfo] = {} if full else dict(previous)
+        changed: list[str] = []  # topics whose TopicInfo is not the previous snapshot's
         for t in response.topics:
             topic_id = None if t.topic_id == _NO_TOPIC_ID else t.topic_id
             name = t.name
@@ -204,57 +195,213 @@ class ClusterMetadata:
                 name = self._names_by_id.get(t.topic_id) if topic_id is not None else None
                 if name is None:
                     continue
+            old = previous.get(name)
             if t.error_code:
-                topics[name] = TopicInfo(name, topic_id, t.is_internal, (), t.error_code)
+                info = TopicInfo(name, topic_id, t.is_internal, (), t.error_code)
+                if info == old:
+                    topics[name] = old  # the same error as before: share it
+                else:
+                    topics[name] = info
+                    changed.append(name)
                 continue
-            old = self.topics.get(name)
             recreated = (
                 old is not None
                 and old.topic_id is not None
                 and topic_id is not None
                 and old.topic_id != topic_id
             )
-            parts: list[PartitionInfo] = []
-            append = parts.append
-            # the cached partitions to keep a newer epoch from (none when the topic is new
-            # or was recreated)
-            cached_partitions = None if recreated or old is None else self._partitions
-            for rp in t.partitions:
-                index = rp.partition_index
-                epoch = rp.leader_epoch
-                new = PartitionInfo(
-                    name,
-                    index,
-                    None if rp.leader_id < 0 else rp.leader_id,
-                    None if epoch < 0 else epoch,
-                    tuple(rp.replica_nodes),
-                    tuple(rp.isr_nodes),
-                    tuple(rp.offline_replicas),
-                    rp.error_code,
-                )
-                if epoch >= 0 and cached_partitions:
-                    key = _new_tp(TopicPartition, (name, index))
-                    cached = cached_partitions.get(key)
-                    if cached is not None:
-                        floor = floors.get(key, -1) if floors else -1
-                        cached_epoch = cached.leader_epoch
-                        if cached_epoch is not None and cached_epoch > floor:
-                            floor = cached_epoch
-                        if epoch < floor:
-                            new = cached  # stale response from a lagging broker
-                append(new)
-            parts.sort(key=_partition_index)
+            # the cached partitions, to keep a newer epoch from and to share when unchanged
+            # (none when the topic is new or was recreated)
+            cached_parts = () if recreated or old is None else old.partitions
+            parts = _partitions(name, t.partitions, cached_parts, floors)
+            if (
+                old is not None
+                and not old.error
+                and len(parts) == len(cached_parts)
+                and old.topic_id == topic_id
+                and old.is_internal == t.is_internal
+                and all(map(operator.is_, parts, cached_parts))
+            ):
+                topics[name] = old  # nothing changed: share the whole topic
+                continue
             topics[name] = TopicInfo(name, topic_id, t.is_internal, tuple(parts), 0)
-        return ClusterMetadata(
-            brokers={
-                b.node_id: BrokerNode(b.node_id, b.host, b.port, b.rack) for b in response.brokers
-            },
-            topics=topics,
-            controller_id=None if response.controller_id < 0 else response.controller_id,
-            cluster_id=response.cluster_id,
-            version=self.version + 1 if version is None else version,
-            updated_ms=now,
+            changed.append(name)
+        brokers: Mapping[int, BrokerNode] = {
+            b.node_id: BrokerNode(b.node_id, b.host, b.port, b.rack) for b in response.brokers
+        }
+        if brokers == self.brokers:
+            brokers = self.brokers
+        controller_id = None if response.controller_id < 0 else response.controller_id
+        version = self.version + 1 if version is None else version
+        removed = [name for name in previous if name not in topics] if full else []
+        if not previous or brokers.keys() != self.brokers.keys():
+            # first snapshot, or leaders to check against another broker list: index anew
+            return ClusterMetadata(
+                brokers, topics, controller_id, response.cluster_id, version, now
+            )
+        return self._updated(
+            brokers, topics, controller_id, response.cluster_id, version, now, changed, removed
         )
+
+    def _updated(
+        self,
+        brokers: Mapping[int, BrokerNode],
+        topics: Mapping[str, TopicInfo],
+        controller_id: int | None,
+        cluster_id: str | None,
+        version: int,
+        now: float,
+        changed: list[str],
+        removed: list[str],
+    ) -> ClusterMetadata:
+        """The next snapshot, its lookup tables updated from this one's for the topics that
+        changed or went (the same broker ids: the leaders of unchanged topics stay valid).
+
+        A refresh that changes nothing shares every table; one that changes a few topics
+        copies the tables and re-indexes those topics only.
+        """
+        partitions = self._partitions
+        leaders = self._leaders
+        names_by_id = self._names_by_id
+        by_leader = self._by_leader
+        if changed or removed:
+            partitions = dict(partitions)
+            leaders = dict(leaders)
+            by_leader = None
+            previous = self.topics
+            for name in (*removed, *changed):
+                old = previous.get(name)
+                if old is not None:
+                    for p in old.partitions:
+                        key = _new_tp(TopicPartition, (name, p.partition))
+                        partitions.pop(key, None)  # a name twice in a response: gone already
+                        leaders.pop(key, None)
+            for name in changed:
+                _index_topic(topics[name], brokers, partitions, leaders)
+            names_by_id = _names_by_id(topics)
+        snapshot: ClusterMetadata = object.__new__(ClusterMetadata)
+        init = object.__setattr__
+        init(snapshot, "brokers", brokers)
+        init(snapshot, "topics", topics)
+        init(snapshot, "controller_id", controller_id)
+        init(snapshot, "cluster_id", cluster_id)
+        init(snapshot, "version", version)
+        init(snapshot, "updated_ms", now)
+        init(snapshot, "_partitions", partitions)
+        init(snapshot, "_leaders", leaders)
+        init(snapshot, "_names_by_id", names_by_id)
+        init(snapshot, "_by_leader", by_leader)
+        return snapshot
+
+
+def _index_topic(
+    topic: TopicInfo,
+    brokers: Mapping[int, BrokerNode],
+    partitions: dict[TopicPartition, PartitionInfo],
+    leaders: dict[TopicPartition, int],
+) -> None:
+    """Add a topic's partitions to the lookup tables of a snapshot."""
+    name = topic.name
+    new_tp = _new_tp
+    for p in topic.partitions:
+        tp = new_tp(TopicPartition, (name, p.partition))
+        partitions[tp] = p
+        # A leader missing from the broker list cannot be reached: treat it as unknown.
+        leader = p.leader
+        if leader is not None and leader in brokers:
+            leaders[tp] = leader
+
+
+def _names_by_id(topics: Mapping[str, TopicInfo]) -> dict[uuid.UUID, str]:
+    return {t.topic_id: t.name for t in topics.values() if t.topic_id is not None}
+
+
+def _partitions(
+    name: str,
+    received: list[MetadataResponse.MetadataResponsePartition],
+    cached_parts: tuple[PartitionInfo, ...],
+    floors: Mapping[TopicPartition, int],
+) -> list[PartitionInfo]:
+    """A topic's partitions from a response, sorted by index.
+
+    A partition equal to the cached one is the cached object: a refresh that changes nothing
+    allocates nothing per partition (fewer objects for the garbage collector to track).
+    KIP-320: a partition whose epoch is older than the cached one's (or than `floors[tp]`)
+    is the cached one.
+    """
+    parts: list[PartitionInfo] = []
+    append = parts.append
+    cached_count = len(cached_parts)
+    ordered = True
+    last = -1
+    for rp in received:
+        index = rp.partition_index
+        epoch = rp.leader_epoch
+        if index <= last:
+            ordered = False
+        last = index
+        cached = None
+        if cached_count:
+            # partitions are sorted by index, usually 0..n-1: the cached one is at its index
+            if 0 <= index < cached_count and cached_parts[index].partition == index:
+                cached = cached_parts[index]
+            else:
+                cached = _find(cached_parts, index)
+        leader = None if rp.leader_id < 0 else rp.leader_id
+        replicas = tuple(rp.replica_nodes)
+        isr = tuple(rp.isr_nodes)
+        offline = tuple(rp.offline_replicas)
+        if cached is not None:
+            if epoch >= 0:
+                floor = -1
+                if floors:
+                    floor = floors.get(_new_tp(TopicPartition, (name, index)), -1)
+                cached_epoch = cached.leader_epoch
+                if cached_epoch is not None and cached_epoch > floor:
+                    floor = cached_epoch
+                if epoch < floor:
+                    append(cached)  # stale response from a lagging broker
+                    continue
+            if (
+                cached.leader_epoch == (None if epoch < 0 else epoch)
+                and cached.leader == leader
+                and cached.error == rp.error_code
+                and cached.replicas == replicas
+                and cached.isr == isr
+                and cached.offline_replicas == offline
+            ):
+                append(cached)  # unchanged: share it
+                continue
+        append(
+            PartitionInfo(
+                name,
+                index,
+                leader,
+                None if epoch < 0 else epoch,
+                replicas,
+                isr,
+                offline,
+                rp.error_code,
+            )
+        )
+    if not ordered:
+        parts.sort(key=_partition_index)
+    return parts
+
+
+def _find(parts: tuple[PartitionInfo, ...], index: int) -> PartitionInfo | None:
+    """The partition with this index in partitions sorted by index, or None."""
+    lo, hi = 0, len(parts)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        p = parts[mid].partition
+        if p == index:
+            return parts[mid]
+        if p < index:
+            lo = mid + 1
+        else:
+            hi = mid
+    return None
 
 
 def _partition_index(p: PartitionInfo) -> int:

@@ -22,7 +22,8 @@ _UUID_ZERO = uuid.UUID(int=0)
 
 __all__ = [
     "Buffer", "struct", "_I16", "_I32", "_NULL16", "_NULL32", "_UUID_ZERO",
-    "_decode_all", "_decode_at", "_encoder", "_null", "_r_uvarint", "_skip_tags", "_truncated",
+    "_decode_all", "_decode_at", "_encoder", "_fixed_arrays", "_null", "_r_uvarint", "_skip_tags",
+    "_truncated",
     "_uuid",
     "_w_tags", "_w_uvarint", "read_uvarint", "write_uvarint",
 ]
@@ -38,6 +39,18 @@ def _null(name: str) -> KafkaProtocolError:
 
 def _uuid(b: memoryview) -> uuid.UUID:
     return uuid.UUID(bytes=bytes(b))
+
+
+_ARRAYS: dict[tuple[str, int], tuple[struct.Struct, ...]] = {}
+
+
+def _fixed_arrays(code: str, count: int) -> tuple[struct.Struct, ...]:
+    """Structs of big-endian arrays of 0 to `count` - 1 items of struct code `code`, shared by
+    the generated modules: element n decodes an array of n items."""
+    arrays = _ARRAYS.get((code, count))
+    if arrays is None:
+        arrays = _ARRAYS[code, count] = tuple(struct.Struct(f">{n}{code}") for n in range(count))
+    return arrays
 
 
 def _r_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:

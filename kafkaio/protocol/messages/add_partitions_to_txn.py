@@ -13,15 +13,16 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>qh')
-_S1 = _struct.Struct('>qh?')
-_S2 = _struct.Struct('>i')
-_S3 = _struct.Struct('>ih')
+_S1 = _fixed_arrays('i', 32)
+_S2 = _struct.Struct('>qh?')
+_S3 = _struct.Struct('>i')
+_S4 = _struct.Struct('>ih')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -188,7 +189,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_1(buf: memoryview, pos:
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(v_0, v_1), pos
 
@@ -265,7 +269,10 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_3(buf: memoryview, pos:
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -316,7 +323,7 @@ def _e_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(o: AddPartition
     s = o.transactional_id.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S1.pack(o.producer_id, o.producer_epoch, o.verify_only)
+    out += _S2.pack(o.producer_id, o.producer_epoch, o.verify_only)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -345,7 +352,7 @@ def _d_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_5(buf: memoryview
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_1, v_2, v_3 = _S1.unpack_from(buf, pos)
+    v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
     pos += 11
     n = buf[pos]
     if n < 128:
@@ -393,7 +400,7 @@ def _d_AddPartitionsToTxnRequest_4(buf: memoryview, pos: int) -> tuple[AddPartit
     return AddPartitionsToTxnRequest(v_0, '', 0, 0, []), pos
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_2(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
-    out += _S3.pack(o.partition_index, o.partition_error_code)
+    out += _S4.pack(o.partition_index, o.partition_error_code)
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, out: bytearray) -> None:
     s = o.name.encode()
@@ -405,14 +412,14 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_1(o: AddPartitio
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_2(x, out)
 
 def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
-    out += _S2.pack(o.throttle_time_ms)
+    out += _S3.pack(o.throttle_time_ms)
     a = o.results_by_topic_v3_and_below
     out += _I32.pack(len(a))
     for x in a:
         _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_1(x, out)
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_2(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S4.unpack_from(buf, pos)
     pos += 6
     return AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(v_0, v_1), pos
 
@@ -442,7 +449,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_1(buf: memoryvie
     return AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
-    v_0, = _S2.unpack_from(buf, pos)
+    v_0, = _S3.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -459,7 +466,7 @@ def _d_AddPartitionsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddParti
     return AddPartitionsToTxnResponse(v_0, 0, [], v_3), pos
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_5(o: AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
-    out += _S3.pack(o.partition_index, o.partition_error_code)
+    out += _S4.pack(o.partition_index, o.partition_error_code)
     out.append(0)
 
 def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(o: AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult, out: bytearray) -> None:
@@ -473,7 +480,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(o: AddPartitio
     out.append(0)
 
 def _e_AddPartitionsToTxnResponse_3(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
-    out += _S2.pack(o.throttle_time_ms)
+    out += _S3.pack(o.throttle_time_ms)
     a = o.results_by_topic_v3_and_below
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -481,7 +488,7 @@ def _e_AddPartitionsToTxnResponse_3(o: AddPartitionsToTxnResponse, out: bytearra
     out.append(0)
 
 def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_5(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S4.unpack_from(buf, pos)
     pos += 6
     if buf[pos] == 0:
         pos += 1
@@ -527,7 +534,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_4(buf: memoryvie
     return AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_3(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
-    v_0, = _S2.unpack_from(buf, pos)
+    v_0, = _S3.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -562,7 +569,7 @@ def _e_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_7(o: AddPartitionsToT
     out.append(0)
 
 def _e_AddPartitionsToTxnResponse_6(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
-    out += _S3.pack(o.throttle_time_ms, o.error_code)
+    out += _S4.pack(o.throttle_time_ms, o.error_code)
     a = o.results_by_transaction
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -607,7 +614,7 @@ def _d_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_7(buf: memoryview, po
     return AddPartitionsToTxnResponse.AddPartitionsToTxnResult(v_0, v_1), pos
 
 def _d_AddPartitionsToTxnResponse_6(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S4.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

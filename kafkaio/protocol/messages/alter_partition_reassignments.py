@@ -13,13 +13,14 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
-_S1 = _struct.Struct('>ih')
+_S1 = _fixed_arrays('i', 32)
+_S2 = _struct.Struct('>ih')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -178,7 +179,10 @@ def _d_AlterPartitionReassignmentsRequest_ReassignablePartition_2(buf: memoryvie
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -249,7 +253,7 @@ def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[
     return AlterPartitionReassignmentsRequest(v_0, v_1), pos
 
 def _e_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_2(o: AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, out: bytearray) -> None:
-    out += _S1.pack(o.partition_index, o.error_code)
+    out += _S2.pack(o.partition_index, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -269,7 +273,7 @@ def _e_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_1(o: AlterP
     out.append(0)
 
 def _e_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms, o.error_code)
+    out += _S2.pack(o.throttle_time_ms, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -283,7 +287,7 @@ def _e_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsRespo
     out.append(0)
 
 def _d_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_2(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse, int]:
-    v_0, v_1 = _S1.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -343,7 +347,7 @@ def _d_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_1(buf: memo
     return AlterPartitionReassignmentsResponse.ReassignableTopicResponse(v_0, v_1), pos
 
 def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
-    v_0, v_1 = _S1.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

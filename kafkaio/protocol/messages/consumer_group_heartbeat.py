@@ -13,14 +13,15 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
-_S1 = _struct.Struct('>ih')
-_S2 = _struct.Struct('>ii')
+_S1 = _fixed_arrays('i', 32)
+_S2 = _struct.Struct('>ih')
+_S3 = _struct.Struct('>ii')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -205,7 +206,10 @@ def _d_ConsumerGroupHeartbeatRequest_TopicPartitions_1(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -543,7 +547,7 @@ def _e_ConsumerGroupHeartbeatResponse_Assignment_1(o: ConsumerGroupHeartbeatResp
     out.append(0)
 
 def _e_ConsumerGroupHeartbeatResponse_0(o: ConsumerGroupHeartbeatResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms, o.error_code)
+    out += _S2.pack(o.throttle_time_ms, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -556,7 +560,7 @@ def _e_ConsumerGroupHeartbeatResponse_0(o: ConsumerGroupHeartbeatResponse, out: 
         s = o.member_id.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S2.pack(o.member_epoch, o.heartbeat_interval_ms)
+    out += _S3.pack(o.member_epoch, o.heartbeat_interval_ms)
     if o.assignment is None:
         out.append(255)
     else:
@@ -580,7 +584,10 @@ def _d_ConsumerGroupHeartbeatResponse_TopicPartitions_2(buf: memoryview, pos: in
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -612,7 +619,7 @@ def _d_ConsumerGroupHeartbeatResponse_Assignment_1(buf: memoryview, pos: int) ->
     return ConsumerGroupHeartbeatResponse.Assignment(v_0), pos
 
 def _d_ConsumerGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatResponse, int]:
-    v_0, v_1 = _S1.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -642,7 +649,7 @@ def _d_ConsumerGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[Cons
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_4, v_5 = _S2.unpack_from(buf, pos)
+    v_4, v_5 = _S3.unpack_from(buf, pos)
     pos += 8
     if buf[pos] == 255:
         v_6 = None

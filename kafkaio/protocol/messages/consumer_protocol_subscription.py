@@ -13,12 +13,13 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
-_S0 = _struct.Struct('>i')
+_S0 = _fixed_arrays('i', 32)
+_S1 = _struct.Struct('>i')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -163,7 +164,10 @@ def _d_ConsumerProtocolSubscription_TopicPartition_2(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return ConsumerProtocolSubscription.TopicPartition(v_0, v_1), pos
 
@@ -229,7 +233,7 @@ def _e_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: byte
     out += _I32.pack(len(a))
     for x in a:
         _e_ConsumerProtocolSubscription_TopicPartition_2(x, out)
-    out += _S0.pack(o.generation_id)
+    out += _S1.pack(o.generation_id)
 
 def _d_ConsumerProtocolSubscription_3(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     n, = _I32.unpack_from(buf, pos)
@@ -274,7 +278,7 @@ def _d_ConsumerProtocolSubscription_3(buf: memoryview, pos: int) -> tuple[Consum
         for _ in range(n):
             x, pos = _d_ConsumerProtocolSubscription_TopicPartition_2(buf, pos)
             ap(x)
-    v_3, = _S0.unpack_from(buf, pos)
+    v_3, = _S1.unpack_from(buf, pos)
     pos += 4
     return ConsumerProtocolSubscription(v_0, v_1, v_2, v_3, None), pos
 
@@ -295,7 +299,7 @@ def _e_ConsumerProtocolSubscription_4(o: ConsumerProtocolSubscription, out: byte
     out += _I32.pack(len(a))
     for x in a:
         _e_ConsumerProtocolSubscription_TopicPartition_2(x, out)
-    out += _S0.pack(o.generation_id)
+    out += _S1.pack(o.generation_id)
     if o.rack_id is None:
         out += _NULL16
     else:
@@ -346,7 +350,7 @@ def _d_ConsumerProtocolSubscription_4(buf: memoryview, pos: int) -> tuple[Consum
         for _ in range(n):
             x, pos = _d_ConsumerProtocolSubscription_TopicPartition_2(buf, pos)
             ap(x)
-    v_3, = _S0.unpack_from(buf, pos)
+    v_3, = _S1.unpack_from(buf, pos)
     pos += 4
     n, = _I16.unpack_from(buf, pos)
     pos += 2

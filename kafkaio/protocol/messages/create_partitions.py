@@ -13,14 +13,15 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>i?')
-_S2 = _struct.Struct('>h')
+_S2 = _fixed_arrays('i', 32)
+_S3 = _struct.Struct('>h')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -160,7 +161,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_2(buf: memoryview, pos
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_0 = list(_S2[n].unpack_from(buf, pos))
+        else:
+            v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return CreatePartitionsRequest.CreatePartitionsAssignment(v_0), pos
 
@@ -248,7 +252,10 @@ def _d_CreatePartitionsRequest_CreatePartitionsAssignment_5(buf: memoryview, pos
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_0 = list(_S2[n].unpack_from(buf, pos))
+        else:
+            v_0 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -324,7 +331,7 @@ def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_1(o: CreatePartition
     s = o.name.encode()
     out += _I16.pack(len(s))
     out += s
-    out += _S2.pack(o.error_code)
+    out += _S3.pack(o.error_code)
     if o.error_message is None:
         out += _NULL16
     else:
@@ -350,7 +357,7 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_1(buf: memoryview, p
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_1, = _S2.unpack_from(buf, pos)
+    v_1, = _S3.unpack_from(buf, pos)
     pos += 2
     n, = _I16.unpack_from(buf, pos)
     pos += 2
@@ -385,7 +392,7 @@ def _e_CreatePartitionsResponse_CreatePartitionsTopicResult_3(o: CreatePartition
     s = o.name.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S2.pack(o.error_code)
+    out += _S3.pack(o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -417,7 +424,7 @@ def _d_CreatePartitionsResponse_CreatePartitionsTopicResult_3(buf: memoryview, p
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_1, = _S2.unpack_from(buf, pos)
+    v_1, = _S3.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:

@@ -13,16 +13,17 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>ih')
 _S1 = _struct.Struct('>i')
-_S2 = _struct.Struct('>i?')
-_S3 = _struct.Struct('>h')
-_S4 = _struct.Struct('>?b?')
+_S2 = _fixed_arrays('i', 32)
+_S3 = _struct.Struct('>i?')
+_S4 = _struct.Struct('>h')
+_S5 = _struct.Struct('>?b?')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -206,7 +207,10 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_2(buf: memoryview, pos: in
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S2[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return CreateTopicsRequest.CreatableReplicaAssignment(v_0, v_1), pos
 
@@ -294,7 +298,7 @@ def _e_CreateTopicsRequest_4(o: CreateTopicsRequest, out: bytearray) -> None:
     out += _I32.pack(len(a))
     for x in a:
         _e_CreateTopicsRequest_CreatableTopic_1(x, out)
-    out += _S2.pack(o.timeout_ms, o.validate_only)
+    out += _S3.pack(o.timeout_ms, o.validate_only)
 
 def _d_CreateTopicsRequest_4(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     n, = _I32.unpack_from(buf, pos)
@@ -309,7 +313,7 @@ def _d_CreateTopicsRequest_4(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
         for _ in range(n):
             x, pos = _d_CreateTopicsRequest_CreatableTopic_1(buf, pos)
             ap(x)
-    v_1, v_2 = _S2.unpack_from(buf, pos)
+    v_1, v_2 = _S3.unpack_from(buf, pos)
     pos += 5
     return CreateTopicsRequest(v_0, v_1, v_2), pos
 
@@ -352,7 +356,7 @@ def _e_CreateTopicsRequest_5(o: CreateTopicsRequest, out: bytearray) -> None:
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_CreateTopicsRequest_CreatableTopic_6(x, out)
-    out += _S2.pack(o.timeout_ms, o.validate_only)
+    out += _S3.pack(o.timeout_ms, o.validate_only)
     out.append(0)
 
 def _d_CreateTopicsRequest_CreatableReplicaAssignment_7(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableReplicaAssignment, int]:
@@ -369,7 +373,10 @@ def _d_CreateTopicsRequest_CreatableReplicaAssignment_7(buf: memoryview, pos: in
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S2[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -484,7 +491,7 @@ def _d_CreateTopicsRequest_5(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
         for _ in range(n):
             x, pos = _d_CreateTopicsRequest_CreatableTopic_6(buf, pos)
             ap(x)
-    v_1, v_2 = _S2.unpack_from(buf, pos)
+    v_1, v_2 = _S3.unpack_from(buf, pos)
     pos += 5
     if buf[pos] == 0:
         pos += 1
@@ -496,7 +503,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_1(o: CreateTopicsResponse.Creat
     s = o.name.encode()
     out += _I16.pack(len(s))
     out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
 
 def _e_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray) -> None:
     a = o.topics
@@ -515,7 +522,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_1(buf: memoryview, pos: int) ->
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     return CreateTopicsResponse.CreatableTopicResult(v_0, _UUID_ZERO, v_2, '', 0, -1, -1, []), pos
 
@@ -538,7 +545,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_3(o: CreateTopicsResponse.Creat
     s = o.name.encode()
     out += _I16.pack(len(s))
     out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     if o.error_message is None:
         out += _NULL16
     else:
@@ -563,7 +570,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_3(buf: memoryview, pos: int) ->
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     n, = _I16.unpack_from(buf, pos)
     pos += 2
@@ -626,14 +633,14 @@ def _e_CreateTopicsResponse_CreatableTopicConfigs_7(o: CreateTopicsResponse.Crea
         s = o.value.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S4.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S5.pack(o.read_only, o.config_source, o.is_sensitive)
     out.append(0)
 
 def _e_CreateTopicsResponse_CreatableTopicResult_6(o: CreateTopicsResponse.CreatableTopicResult, out: bytearray) -> None:
     s = o.name.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -651,7 +658,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_6(o: CreateTopicsResponse.Creat
     tags: list[tuple[int, bytearray]] = []
     if o.topic_config_error_code != 0:
         t = bytearray()
-        t += _S3.pack(o.topic_config_error_code)
+        t += _S4.pack(o.topic_config_error_code)
         tags.append((0, t))
     _w_tags(tags, out)
 
@@ -692,7 +699,7 @@ def _d_CreateTopicsResponse_CreatableTopicConfigs_7(buf: memoryview, pos: int) -
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, v_3, v_4 = _S4.unpack_from(buf, pos)
+    v_2, v_3, v_4 = _S5.unpack_from(buf, pos)
     pos += 3
     if buf[pos] == 0:
         pos += 1
@@ -715,7 +722,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_6(buf: memoryview, pos: int) ->
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:
@@ -762,7 +769,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_6(buf: memoryview, pos: int) ->
         if end > len(buf):
             raise _truncated()
         if tag == 0:
-            v_4, = _S3.unpack_from(buf, pos)
+            v_4, = _S4.unpack_from(buf, pos)
             pos += 2
         pos = end
     return CreateTopicsResponse.CreatableTopicResult(v_0, _UUID_ZERO, v_2, v_3, v_4, v_5, v_6, v_7), pos
@@ -797,7 +804,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_9(o: CreateTopicsResponse.Creat
     _w_uvarint(len(s) + 1, out)
     out += s
     out += o.topic_id.bytes
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -815,7 +822,7 @@ def _e_CreateTopicsResponse_CreatableTopicResult_9(o: CreateTopicsResponse.Creat
     tags: list[tuple[int, bytearray]] = []
     if o.topic_config_error_code != 0:
         t = bytearray()
-        t += _S3.pack(o.topic_config_error_code)
+        t += _S4.pack(o.topic_config_error_code)
         tags.append((0, t))
     _w_tags(tags, out)
 
@@ -846,7 +853,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_9(buf: memoryview, pos: int) ->
         raise _truncated()
     v_1 = _uuid(buf[pos:pos + 16])
     pos += 16
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:
@@ -893,7 +900,7 @@ def _d_CreateTopicsResponse_CreatableTopicResult_9(buf: memoryview, pos: int) ->
         if end > len(buf):
             raise _truncated()
         if tag == 0:
-            v_4, = _S3.unpack_from(buf, pos)
+            v_4, = _S4.unpack_from(buf, pos)
             pos += 2
         pos = end
     return CreateTopicsResponse.CreatableTopicResult(v_0, v_1, v_2, v_3, v_4, v_5, v_6, v_7), pos

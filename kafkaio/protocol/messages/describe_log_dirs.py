@@ -13,16 +13,17 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
-_S0 = _struct.Struct('>i')
-_S1 = _struct.Struct('>h')
-_S2 = _struct.Struct('>iqq?')
-_S3 = _struct.Struct('>ih')
-_S4 = _struct.Struct('>qq')
+_S0 = _fixed_arrays('i', 32)
+_S1 = _struct.Struct('>i')
+_S2 = _struct.Struct('>h')
+_S3 = _struct.Struct('>iqq?')
+_S4 = _struct.Struct('>ih')
+_S5 = _struct.Struct('>qq')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -176,7 +177,10 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_1(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return DescribeLogDirsRequest.DescribableLogDirTopic(v_0, v_1), pos
 
@@ -240,7 +244,10 @@ def _d_DescribeLogDirsRequest_DescribableLogDirTopic_3(buf: memoryview, pos: int
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -272,7 +279,7 @@ def _d_DescribeLogDirsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeLogD
     return DescribeLogDirsRequest(v_0), pos
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_3(o: DescribeLogDirsResponse.DescribeLogDirsPartition, out: bytearray) -> None:
-    out += _S2.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
+    out += _S3.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_2(o: DescribeLogDirsResponse.DescribeLogDirsTopic, out: bytearray) -> None:
     s = o.name.encode()
@@ -284,7 +291,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_2(o: DescribeLogDirsResponse
         _e_DescribeLogDirsResponse_DescribeLogDirsPartition_3(x, out)
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_1(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: bytearray) -> None:
-    out += _S1.pack(o.error_code)
+    out += _S2.pack(o.error_code)
     s = o.log_dir.encode()
     out += _I16.pack(len(s))
     out += s
@@ -294,14 +301,14 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_1(o: DescribeLogDirsRespons
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_2(x, out)
 
 def _e_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.results
     out += _I32.pack(len(a))
     for x in a:
         _e_DescribeLogDirsResponse_DescribeLogDirsResult_1(x, out)
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsPartition, int]:
-    v_0, v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3 = _S3.unpack_from(buf, pos)
     pos += 21
     return DescribeLogDirsResponse.DescribeLogDirsPartition(v_0, v_1, v_2, v_3), pos
 
@@ -331,7 +338,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_2(buf: memoryview, pos: int)
     return DescribeLogDirsResponse.DescribeLogDirsTopic(v_0, v_1), pos
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 2
     n, = _I16.unpack_from(buf, pos)
     pos += 2
@@ -358,7 +365,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_1(buf: memoryview, pos: int
     return DescribeLogDirsResponse.DescribeLogDirsResult(v_0, v_1, v_2, -1, -1), pos
 
 def _d_DescribeLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -375,7 +382,7 @@ def _d_DescribeLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeLog
     return DescribeLogDirsResponse(v_0, 0, v_2), pos
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsPartition_7(o: DescribeLogDirsResponse.DescribeLogDirsPartition, out: bytearray) -> None:
-    out += _S2.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
+    out += _S3.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     out.append(0)
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_6(o: DescribeLogDirsResponse.DescribeLogDirsTopic, out: bytearray) -> None:
@@ -389,7 +396,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsTopic_6(o: DescribeLogDirsResponse
     out.append(0)
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_5(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: bytearray) -> None:
-    out += _S1.pack(o.error_code)
+    out += _S2.pack(o.error_code)
     s = o.log_dir.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
@@ -400,7 +407,7 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_5(o: DescribeLogDirsRespons
     out.append(0)
 
 def _e_DescribeLogDirsResponse_4(o: DescribeLogDirsResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.results
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -408,7 +415,7 @@ def _e_DescribeLogDirsResponse_4(o: DescribeLogDirsResponse, out: bytearray) -> 
     out.append(0)
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsPartition_7(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsPartition, int]:
-    v_0, v_1, v_2, v_3 = _S2.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3 = _S3.unpack_from(buf, pos)
     pos += 21
     if buf[pos] == 0:
         pos += 1
@@ -454,7 +461,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsTopic_6(buf: memoryview, pos: int)
     return DescribeLogDirsResponse.DescribeLogDirsTopic(v_0, v_1), pos
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:
@@ -493,7 +500,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_5(buf: memoryview, pos: int
     return DescribeLogDirsResponse.DescribeLogDirsResult(v_0, v_1, v_2, -1, -1), pos
 
 def _d_DescribeLogDirsResponse_4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -518,7 +525,7 @@ def _d_DescribeLogDirsResponse_4(buf: memoryview, pos: int) -> tuple[DescribeLog
     return DescribeLogDirsResponse(v_0, 0, v_2), pos
 
 def _e_DescribeLogDirsResponse_8(o: DescribeLogDirsResponse, out: bytearray) -> None:
-    out += _S3.pack(o.throttle_time_ms, o.error_code)
+    out += _S4.pack(o.throttle_time_ms, o.error_code)
     a = o.results
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -526,7 +533,7 @@ def _e_DescribeLogDirsResponse_8(o: DescribeLogDirsResponse, out: bytearray) -> 
     out.append(0)
 
 def _d_DescribeLogDirsResponse_8(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S4.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -551,7 +558,7 @@ def _d_DescribeLogDirsResponse_8(buf: memoryview, pos: int) -> tuple[DescribeLog
     return DescribeLogDirsResponse(v_0, v_1, v_2), pos
 
 def _e_DescribeLogDirsResponse_DescribeLogDirsResult_10(o: DescribeLogDirsResponse.DescribeLogDirsResult, out: bytearray) -> None:
-    out += _S1.pack(o.error_code)
+    out += _S2.pack(o.error_code)
     s = o.log_dir.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
@@ -559,11 +566,11 @@ def _e_DescribeLogDirsResponse_DescribeLogDirsResult_10(o: DescribeLogDirsRespon
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_DescribeLogDirsResponse_DescribeLogDirsTopic_6(x, out)
-    out += _S4.pack(o.total_bytes, o.usable_bytes)
+    out += _S5.pack(o.total_bytes, o.usable_bytes)
     out.append(0)
 
 def _e_DescribeLogDirsResponse_9(o: DescribeLogDirsResponse, out: bytearray) -> None:
-    out += _S3.pack(o.throttle_time_ms, o.error_code)
+    out += _S4.pack(o.throttle_time_ms, o.error_code)
     a = o.results
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -571,7 +578,7 @@ def _e_DescribeLogDirsResponse_9(o: DescribeLogDirsResponse, out: bytearray) -> 
     out.append(0)
 
 def _d_DescribeLogDirsResponse_DescribeLogDirsResult_10(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse.DescribeLogDirsResult, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:
@@ -603,7 +610,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_10(buf: memoryview, pos: in
         for _ in range(n):
             x, pos = _d_DescribeLogDirsResponse_DescribeLogDirsTopic_6(buf, pos)
             ap(x)
-    v_3, v_4 = _S4.unpack_from(buf, pos)
+    v_3, v_4 = _S5.unpack_from(buf, pos)
     pos += 16
     if buf[pos] == 0:
         pos += 1
@@ -612,7 +619,7 @@ def _d_DescribeLogDirsResponse_DescribeLogDirsResult_10(buf: memoryview, pos: in
     return DescribeLogDirsResponse.DescribeLogDirsResult(v_0, v_1, v_2, v_3, v_4), pos
 
 def _d_DescribeLogDirsResponse_9(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S4.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

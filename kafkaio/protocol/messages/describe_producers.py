@@ -13,14 +13,15 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
-_S0 = _struct.Struct('>i')
-_S1 = _struct.Struct('>ih')
-_S2 = _struct.Struct('>qiiqiq')
+_S0 = _fixed_arrays('i', 32)
+_S1 = _struct.Struct('>i')
+_S2 = _struct.Struct('>ih')
+_S3 = _struct.Struct('>qiiqiq')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -181,7 +182,10 @@ def _d_DescribeProducersRequest_TopicRequest_1(buf: memoryview, pos: int) -> tup
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -213,11 +217,11 @@ def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[DescribePr
     return DescribeProducersRequest(v_0), pos
 
 def _e_DescribeProducersResponse_ProducerState_3(o: DescribeProducersResponse.ProducerState, out: bytearray) -> None:
-    out += _S2.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
+    out += _S3.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
     out.append(0)
 
 def _e_DescribeProducersResponse_PartitionResponse_2(o: DescribeProducersResponse.PartitionResponse, out: bytearray) -> None:
-    out += _S1.pack(o.partition_index, o.error_code)
+    out += _S2.pack(o.partition_index, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -241,7 +245,7 @@ def _e_DescribeProducersResponse_TopicResponse_1(o: DescribeProducersResponse.To
     out.append(0)
 
 def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray) -> None:
-    out += _S0.pack(o.throttle_time_ms)
+    out += _S1.pack(o.throttle_time_ms)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -249,7 +253,7 @@ def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray)
     out.append(0)
 
 def _d_DescribeProducersResponse_ProducerState_3(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.ProducerState, int]:
-    v_0, v_1, v_2, v_3, v_4, v_5 = _S2.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4, v_5 = _S3.unpack_from(buf, pos)
     pos += 36
     if buf[pos] == 0:
         pos += 1
@@ -258,7 +262,7 @@ def _d_DescribeProducersResponse_ProducerState_3(buf: memoryview, pos: int) -> t
     return DescribeProducersResponse.ProducerState(v_0, v_1, v_2, v_3, v_4, v_5), pos
 
 def _d_DescribeProducersResponse_PartitionResponse_2(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse.PartitionResponse, int]:
-    v_0, v_1 = _S1.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -334,7 +338,7 @@ def _d_DescribeProducersResponse_TopicResponse_1(buf: memoryview, pos: int) -> t
     return DescribeProducersResponse.TopicResponse(v_0, v_1), pos
 
 def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
-    v_0, = _S0.unpack_from(buf, pos)
+    v_0, = _S1.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
@@ -22,6 +22,7 @@ _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>h')
 _S2 = _struct.Struct('>?')
 _S3 = _struct.Struct('>hiii')
+_S4 = _fixed_arrays('i', 32)
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -332,7 +333,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_4 = list(_S4[n].unpack_from(buf, pos))
+        else:
+            v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n = buf[pos]
     if n < 128:
@@ -345,7 +349,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_5 = list(_S4[n].unpack_from(buf, pos))
+        else:
+            v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n = buf[pos]
     if n < 128:
@@ -358,7 +365,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_6 = list(_S4[n].unpack_from(buf, pos))
+        else:
+            v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n = buf[pos]
     if n < 128:
@@ -371,7 +381,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_7 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_7 = list(_S4[n].unpack_from(buf, pos))
+        else:
+            v_7 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n = buf[pos]
     if n < 128:
@@ -384,7 +397,10 @@ def _d_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_8 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_8 = list(_S4[n].unpack_from(buf, pos))
+        else:
+            v_8 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1

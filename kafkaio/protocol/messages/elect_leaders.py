@@ -13,14 +13,15 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
-_S1 = _struct.Struct('>b')
-_S2 = _struct.Struct('>ih')
+_S1 = _fixed_arrays('i', 32)
+_S2 = _struct.Struct('>b')
+_S3 = _struct.Struct('>ih')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -164,7 +165,10 @@ def _d_ElectLeadersRequest_TopicPartitions_1(buf: memoryview, pos: int) -> tuple
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return ElectLeadersRequest.TopicPartitions(v_0, v_1), pos
 
@@ -186,7 +190,7 @@ def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
     return ElectLeadersRequest(0, v_1, v_2), pos
 
 def _e_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray) -> None:
-    out += _S1.pack(o.election_type)
+    out += _S2.pack(o.election_type)
     a = o.topic_partitions
     if a is None:
         out += _NULL32
@@ -197,7 +201,7 @@ def _e_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray) -> None:
     out += _S0.pack(o.timeout_ms)
 
 def _d_ElectLeadersRequest_2(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 1
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -225,7 +229,7 @@ def _e_ElectLeadersRequest_TopicPartitions_4(o: ElectLeadersRequest.TopicPartiti
     out.append(0)
 
 def _e_ElectLeadersRequest_3(o: ElectLeadersRequest, out: bytearray) -> None:
-    out += _S1.pack(o.election_type)
+    out += _S2.pack(o.election_type)
     a = o.topic_partitions
     if a is None:
         out.append(0)
@@ -262,7 +266,10 @@ def _d_ElectLeadersRequest_TopicPartitions_4(buf: memoryview, pos: int) -> tuple
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S1[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -271,7 +278,7 @@ def _d_ElectLeadersRequest_TopicPartitions_4(buf: memoryview, pos: int) -> tuple
     return ElectLeadersRequest.TopicPartitions(v_0, v_1), pos
 
 def _d_ElectLeadersRequest_3(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 1
     n = buf[pos]
     if n < 128:
@@ -298,7 +305,7 @@ def _d_ElectLeadersRequest_3(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
     return ElectLeadersRequest(v_0, v_1, v_2), pos
 
 def _e_ElectLeadersResponse_PartitionResult_2(o: ElectLeadersResponse.PartitionResult, out: bytearray) -> None:
-    out += _S2.pack(o.partition_id, o.error_code)
+    out += _S3.pack(o.partition_id, o.error_code)
     if o.error_message is None:
         out += _NULL16
     else:
@@ -323,7 +330,7 @@ def _e_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray) -> None:
         _e_ElectLeadersResponse_ReplicaElectionResult_1(x, out)
 
 def _d_ElectLeadersResponse_PartitionResult_2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.PartitionResult, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n, = _I16.unpack_from(buf, pos)
     pos += 2
@@ -380,14 +387,14 @@ def _d_ElectLeadersResponse_0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     return ElectLeadersResponse(v_0, 0, v_2), pos
 
 def _e_ElectLeadersResponse_3(o: ElectLeadersResponse, out: bytearray) -> None:
-    out += _S2.pack(o.throttle_time_ms, o.error_code)
+    out += _S3.pack(o.throttle_time_ms, o.error_code)
     a = o.replica_election_results
     out += _I32.pack(len(a))
     for x in a:
         _e_ElectLeadersResponse_ReplicaElectionResult_1(x, out)
 
 def _d_ElectLeadersResponse_3(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -404,7 +411,7 @@ def _d_ElectLeadersResponse_3(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     return ElectLeadersResponse(v_0, v_1, v_2), pos
 
 def _e_ElectLeadersResponse_PartitionResult_6(o: ElectLeadersResponse.PartitionResult, out: bytearray) -> None:
-    out += _S2.pack(o.partition_id, o.error_code)
+    out += _S3.pack(o.partition_id, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -424,7 +431,7 @@ def _e_ElectLeadersResponse_ReplicaElectionResult_5(o: ElectLeadersResponse.Repl
     out.append(0)
 
 def _e_ElectLeadersResponse_4(o: ElectLeadersResponse, out: bytearray) -> None:
-    out += _S2.pack(o.throttle_time_ms, o.error_code)
+    out += _S3.pack(o.throttle_time_ms, o.error_code)
     a = o.replica_election_results
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -432,7 +439,7 @@ def _e_ElectLeadersResponse_4(o: ElectLeadersResponse, out: bytearray) -> None:
     out.append(0)
 
 def _d_ElectLeadersResponse_PartitionResult_6(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse.PartitionResult, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -492,7 +499,7 @@ def _d_ElectLeadersResponse_ReplicaElectionResult_5(buf: memoryview, pos: int) -
     return ElectLeadersResponse.ReplicaElectionResult(v_0, v_1), pos
 
 def _d_ElectLeadersResponse_4(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

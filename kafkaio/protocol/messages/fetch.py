@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
@@ -24,18 +24,19 @@ _S2 = _struct.Struct('>iiii')
 _S3 = _struct.Struct('>iiiib')
 _S4 = _struct.Struct('>iqqi')
 _S5 = _struct.Struct('>iiiibii')
-_S6 = _struct.Struct('>iiqqi')
-_S7 = _struct.Struct('>iiqiqi')
-_S8 = _struct.Struct('>iiibii')
-_S9 = _struct.Struct('>iq')
-_S10 = _struct.Struct('>ihq')
-_S11 = _struct.Struct('>i')
-_S12 = _struct.Struct('>ihqq')
-_S13 = _struct.Struct('>qq')
-_S14 = _struct.Struct('>ihqqq')
-_S15 = _struct.Struct('>ihi')
-_S16 = _struct.Struct('>ii')
-_S17 = _struct.Struct('>qi')
+_S6 = _fixed_arrays('i', 32)
+_S7 = _struct.Struct('>iiqqi')
+_S8 = _struct.Struct('>iiqiqi')
+_S9 = _struct.Struct('>iiibii')
+_S10 = _struct.Struct('>iq')
+_S11 = _struct.Struct('>ihq')
+_S12 = _struct.Struct('>i')
+_S13 = _struct.Struct('>ihqq')
+_S14 = _struct.Struct('>qq')
+_S15 = _struct.Struct('>ihqqq')
+_S16 = _struct.Struct('>ihi')
+_S17 = _struct.Struct('>ii')
+_S18 = _struct.Struct('>qi')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -461,7 +462,10 @@ def _d_FetchRequest_ForgottenTopic_9(buf: memoryview, pos: int) -> tuple[FetchRe
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_2 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return FetchRequest.ForgottenTopic(v_0, _UUID_ZERO, v_2), pos
 
@@ -495,7 +499,7 @@ def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(None, v_1, FetchRequest.ReplicaState(), v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, ''), pos
 
 def _e_FetchRequest_FetchPartition_12(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
+    out += _S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
 def _e_FetchRequest_FetchTopic_11(o: FetchRequest.FetchTopic, out: bytearray) -> None:
     s = o.topic.encode()
@@ -518,7 +522,7 @@ def _e_FetchRequest_10(o: FetchRequest, out: bytearray) -> None:
         _e_FetchRequest_ForgottenTopic_9(x, out)
 
 def _d_FetchRequest_FetchPartition_12(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
-    v_0, v_1, v_2, v_4, v_5 = _S6.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_4, v_5 = _S7.unpack_from(buf, pos)
     pos += 28
     return FetchRequest.FetchPartition(v_0, v_1, v_2, -1, v_4, v_5, _UUID_ZERO), pos
 
@@ -630,7 +634,7 @@ def _d_FetchRequest_13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(None, v_1, FetchRequest.ReplicaState(), v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchRequest_FetchPartition_16(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    out += _S8.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     out.append(0)
 
 def _e_FetchRequest_FetchTopic_15(o: FetchRequest.FetchTopic, out: bytearray) -> None:
@@ -678,7 +682,7 @@ def _e_FetchRequest_14(o: FetchRequest, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchRequest_FetchPartition_16(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
-    v_0, v_1, v_2, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
     pos += 32
     if buf[pos] == 0:
         pos += 1
@@ -749,7 +753,10 @@ def _d_FetchRequest_ForgottenTopic_17(buf: memoryview, pos: int) -> tuple[FetchR
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_2 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -919,7 +926,10 @@ def _d_FetchRequest_ForgottenTopic_20(buf: memoryview, pos: int) -> tuple[FetchR
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_2 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_2 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -1007,11 +1017,11 @@ def _d_FetchRequest_18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(v_0, v_1, FetchRequest.ReplicaState(), v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchRequest_ReplicaState_22(o: FetchRequest.ReplicaState, out: bytearray) -> None:
-    out += _S9.pack(o.replica_id, o.replica_epoch)
+    out += _S10.pack(o.replica_id, o.replica_epoch)
     out.append(0)
 
 def _e_FetchRequest_21(o: FetchRequest, out: bytearray) -> None:
-    out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S9.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1040,7 +1050,7 @@ def _e_FetchRequest_21(o: FetchRequest, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchRequest_ReplicaState_22(buf: memoryview, pos: int) -> tuple[FetchRequest.ReplicaState, int]:
-    v_0, v_1 = _S9.unpack_from(buf, pos)
+    v_0, v_1 = _S10.unpack_from(buf, pos)
     pos += 12
     if buf[pos] == 0:
         pos += 1
@@ -1049,7 +1059,7 @@ def _d_FetchRequest_ReplicaState_22(buf: memoryview, pos: int) -> tuple[FetchReq
     return FetchRequest.ReplicaState(v_0, v_1), pos
 
 def _d_FetchRequest_21(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
-    v_3, v_4, v_5, v_6, v_7, v_8 = _S8.unpack_from(buf, pos)
+    v_3, v_4, v_5, v_6, v_7, v_8 = _S9.unpack_from(buf, pos)
     pos += 21
     n = buf[pos]
     if n < 128:
@@ -1131,7 +1141,7 @@ def _d_FetchRequest_21(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(v_0, -1, v_2, v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchRequest_FetchPartition_25(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    out += _S8.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     tags: list[tuple[int, bytearray]] = []
     if o.replica_directory_id != _UUID_ZERO:
         t = bytearray()
@@ -1148,7 +1158,7 @@ def _e_FetchRequest_FetchTopic_24(o: FetchRequest.FetchTopic, out: bytearray) ->
     out.append(0)
 
 def _e_FetchRequest_23(o: FetchRequest, out: bytearray) -> None:
-    out += _S8.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S9.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1177,7 +1187,7 @@ def _e_FetchRequest_23(o: FetchRequest, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchRequest_FetchPartition_25(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
-    v_0, v_1, v_2, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
     pos += 32
     v_6 = _UUID_ZERO
     n = buf[pos]
@@ -1227,7 +1237,7 @@ def _d_FetchRequest_FetchTopic_24(buf: memoryview, pos: int) -> tuple[FetchReque
     return FetchRequest.FetchTopic('', v_1, v_2), pos
 
 def _d_FetchRequest_23(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
-    v_3, v_4, v_5, v_6, v_7, v_8 = _S8.unpack_from(buf, pos)
+    v_3, v_4, v_5, v_6, v_7, v_8 = _S9.unpack_from(buf, pos)
     pos += 21
     n = buf[pos]
     if n < 128:
@@ -1309,7 +1319,7 @@ def _d_FetchRequest_23(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return FetchRequest(v_0, -1, v_2, v_3, v_4, v_5, v_6, v_7, v_8, v_9, v_10, v_11), pos
 
 def _e_FetchResponse_PartitionData_2(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S10.pack(o.partition_index, o.error_code, o.high_watermark)
+    out += _S11.pack(o.partition_index, o.error_code, o.high_watermark)
     if o.records is None:
         out += _NULL32
     else:
@@ -1333,7 +1343,7 @@ def _e_FetchResponse_0(o: FetchResponse, out: bytearray) -> None:
         _e_FetchResponse_FetchableTopicResponse_1(x, out)
 
 def _d_FetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
-    v_0, v_1, v_2 = _S10.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S11.unpack_from(buf, pos)
     pos += 14
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1388,14 +1398,14 @@ def _d_FetchResponse_0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(0, 0, 0, v_3, []), pos
 
 def _e_FetchResponse_3(o: FetchResponse, out: bytearray) -> None:
-    out += _S11.pack(o.throttle_time_ms)
+    out += _S12.pack(o.throttle_time_ms)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
         _e_FetchResponse_FetchableTopicResponse_1(x, out)
 
 def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, = _S11.unpack_from(buf, pos)
+    v_0, = _S12.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1412,10 +1422,10 @@ def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, 0, 0, v_3, []), pos
 
 def _e_FetchResponse_AbortedTransaction_7(o: FetchResponse.AbortedTransaction, out: bytearray) -> None:
-    out += _S13.pack(o.producer_id, o.first_offset)
+    out += _S14.pack(o.producer_id, o.first_offset)
 
 def _e_FetchResponse_PartitionData_6(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S12.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
+    out += _S13.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     a = o.aborted_transactions
     if a is None:
         out += _NULL32
@@ -1440,19 +1450,19 @@ def _e_FetchResponse_FetchableTopicResponse_5(o: FetchResponse.FetchableTopicRes
         _e_FetchResponse_PartitionData_6(x, out)
 
 def _e_FetchResponse_4(o: FetchResponse, out: bytearray) -> None:
-    out += _S11.pack(o.throttle_time_ms)
+    out += _S12.pack(o.throttle_time_ms)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
         _e_FetchResponse_FetchableTopicResponse_5(x, out)
 
 def _d_FetchResponse_AbortedTransaction_7(buf: memoryview, pos: int) -> tuple[FetchResponse.AbortedTransaction, int]:
-    v_0, v_1 = _S13.unpack_from(buf, pos)
+    v_0, v_1 = _S14.unpack_from(buf, pos)
     pos += 16
     return FetchResponse.AbortedTransaction(v_0, v_1), pos
 
 def _d_FetchResponse_PartitionData_6(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
-    v_0, v_1, v_2, v_3 = _S12.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3 = _S13.unpack_from(buf, pos)
     pos += 22
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1504,7 +1514,7 @@ def _d_FetchResponse_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tupl
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, = _S11.unpack_from(buf, pos)
+    v_0, = _S12.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1521,7 +1531,7 @@ def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, 0, 0, v_3, []), pos
 
 def _e_FetchResponse_PartitionData_10(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S14.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    out += _S15.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     a = o.aborted_transactions
     if a is None:
         out += _NULL32
@@ -1546,14 +1556,14 @@ def _e_FetchResponse_FetchableTopicResponse_9(o: FetchResponse.FetchableTopicRes
         _e_FetchResponse_PartitionData_10(x, out)
 
 def _e_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
-    out += _S11.pack(o.throttle_time_ms)
+    out += _S12.pack(o.throttle_time_ms)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
         _e_FetchResponse_FetchableTopicResponse_9(x, out)
 
 def _d_FetchResponse_PartitionData_10(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
-    v_0, v_1, v_2, v_3, v_4 = _S14.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4 = _S15.unpack_from(buf, pos)
     pos += 30
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1605,7 +1615,7 @@ def _d_FetchResponse_FetchableTopicResponse_9(buf: memoryview, pos: int) -> tupl
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, = _S11.unpack_from(buf, pos)
+    v_0, = _S12.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1622,14 +1632,14 @@ def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, 0, 0, v_3, []), pos
 
 def _e_FetchResponse_11(o: FetchResponse, out: bytearray) -> None:
-    out += _S15.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S16.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
         _e_FetchResponse_FetchableTopicResponse_9(x, out)
 
 def _d_FetchResponse_11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, v_1, v_2 = _S15.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S16.unpack_from(buf, pos)
     pos += 10
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1646,7 +1656,7 @@ def _d_FetchResponse_11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, v_1, v_2, v_3, []), pos
 
 def _e_FetchResponse_PartitionData_14(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S14.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    out += _S15.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     a = o.aborted_transactions
     if a is None:
         out += _NULL32
@@ -1654,7 +1664,7 @@ def _e_FetchResponse_PartitionData_14(o: FetchResponse.PartitionData, out: bytea
         out += _I32.pack(len(a))
         for x in a:
             _e_FetchResponse_AbortedTransaction_7(x, out)
-    out += _S11.pack(o.preferred_read_replica)
+    out += _S12.pack(o.preferred_read_replica)
     if o.records is None:
         out += _NULL32
     else:
@@ -1672,14 +1682,14 @@ def _e_FetchResponse_FetchableTopicResponse_13(o: FetchResponse.FetchableTopicRe
         _e_FetchResponse_PartitionData_14(x, out)
 
 def _e_FetchResponse_12(o: FetchResponse, out: bytearray) -> None:
-    out += _S15.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S16.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a = o.responses
     out += _I32.pack(len(a))
     for x in a:
         _e_FetchResponse_FetchableTopicResponse_13(x, out)
 
 def _d_FetchResponse_PartitionData_14(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
-    v_0, v_1, v_2, v_3, v_4 = _S14.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4 = _S15.unpack_from(buf, pos)
     pos += 30
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1693,7 +1703,7 @@ def _d_FetchResponse_PartitionData_14(buf: memoryview, pos: int) -> tuple[FetchR
         for _ in range(n):
             x, pos = _d_FetchResponse_AbortedTransaction_7(buf, pos)
             ap(x)
-    v_9, = _S11.unpack_from(buf, pos)
+    v_9, = _S12.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1733,7 +1743,7 @@ def _d_FetchResponse_FetchableTopicResponse_13(buf: memoryview, pos: int) -> tup
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, v_1, v_2 = _S15.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S16.unpack_from(buf, pos)
     pos += 10
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1750,23 +1760,23 @@ def _d_FetchResponse_12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, v_1, v_2, v_3, []), pos
 
 def _e_FetchResponse_AbortedTransaction_18(o: FetchResponse.AbortedTransaction, out: bytearray) -> None:
-    out += _S13.pack(o.producer_id, o.first_offset)
+    out += _S14.pack(o.producer_id, o.first_offset)
     out.append(0)
 
 def _e_FetchResponse_EpochEndOffset_19(o: FetchResponse.EpochEndOffset, out: bytearray) -> None:
-    out += _S9.pack(o.epoch, o.end_offset)
+    out += _S10.pack(o.epoch, o.end_offset)
     out.append(0)
 
 def _e_FetchResponse_LeaderIdAndEpoch_20(o: FetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S16.pack(o.leader_id, o.leader_epoch)
+    out += _S17.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 def _e_FetchResponse_SnapshotId_21(o: FetchResponse.SnapshotId, out: bytearray) -> None:
-    out += _S17.pack(o.end_offset, o.epoch)
+    out += _S18.pack(o.end_offset, o.epoch)
     out.append(0)
 
 def _e_FetchResponse_PartitionData_17(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S14.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    out += _S15.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     a = o.aborted_transactions
     if a is None:
         out.append(0)
@@ -1774,7 +1784,7 @@ def _e_FetchResponse_PartitionData_17(o: FetchResponse.PartitionData, out: bytea
         _w_uvarint(len(a) + 1, out)
         for x in a:
             _e_FetchResponse_AbortedTransaction_18(x, out)
-    out += _S11.pack(o.preferred_read_replica)
+    out += _S12.pack(o.preferred_read_replica)
     if o.records is None:
         out.append(0)
     else:
@@ -1807,7 +1817,7 @@ def _e_FetchResponse_FetchableTopicResponse_16(o: FetchResponse.FetchableTopicRe
     out.append(0)
 
 def _e_FetchResponse_15(o: FetchResponse, out: bytearray) -> None:
-    out += _S15.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S16.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a = o.responses
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1815,7 +1825,7 @@ def _e_FetchResponse_15(o: FetchResponse, out: bytearray) -> None:
     out.append(0)
 
 def _d_FetchResponse_AbortedTransaction_18(buf: memoryview, pos: int) -> tuple[FetchResponse.AbortedTransaction, int]:
-    v_0, v_1 = _S13.unpack_from(buf, pos)
+    v_0, v_1 = _S14.unpack_from(buf, pos)
     pos += 16
     if buf[pos] == 0:
         pos += 1
@@ -1824,7 +1834,7 @@ def _d_FetchResponse_AbortedTransaction_18(buf: memoryview, pos: int) -> tuple[F
     return FetchResponse.AbortedTransaction(v_0, v_1), pos
 
 def _d_FetchResponse_EpochEndOffset_19(buf: memoryview, pos: int) -> tuple[FetchResponse.EpochEndOffset, int]:
-    v_0, v_1 = _S9.unpack_from(buf, pos)
+    v_0, v_1 = _S10.unpack_from(buf, pos)
     pos += 12
     if buf[pos] == 0:
         pos += 1
@@ -1833,7 +1843,7 @@ def _d_FetchResponse_EpochEndOffset_19(buf: memoryview, pos: int) -> tuple[Fetch
     return FetchResponse.EpochEndOffset(v_0, v_1), pos
 
 def _d_FetchResponse_LeaderIdAndEpoch_20(buf: memoryview, pos: int) -> tuple[FetchResponse.LeaderIdAndEpoch, int]:
-    v_0, v_1 = _S16.unpack_from(buf, pos)
+    v_0, v_1 = _S17.unpack_from(buf, pos)
     pos += 8
     if buf[pos] == 0:
         pos += 1
@@ -1842,7 +1852,7 @@ def _d_FetchResponse_LeaderIdAndEpoch_20(buf: memoryview, pos: int) -> tuple[Fet
     return FetchResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_FetchResponse_SnapshotId_21(buf: memoryview, pos: int) -> tuple[FetchResponse.SnapshotId, int]:
-    v_0, v_1 = _S17.unpack_from(buf, pos)
+    v_0, v_1 = _S18.unpack_from(buf, pos)
     pos += 12
     if buf[pos] == 0:
         pos += 1
@@ -1851,7 +1861,7 @@ def _d_FetchResponse_SnapshotId_21(buf: memoryview, pos: int) -> tuple[FetchResp
     return FetchResponse.SnapshotId(v_0, v_1), pos
 
 def _d_FetchResponse_PartitionData_17(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
-    v_0, v_1, v_2, v_3, v_4 = _S14.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3, v_4 = _S15.unpack_from(buf, pos)
     pos += 30
     n = buf[pos]
     if n < 128:
@@ -1869,7 +1879,7 @@ def _d_FetchResponse_PartitionData_17(buf: memoryview, pos: int) -> tuple[FetchR
         for _ in range(n):
             x, pos = _d_FetchResponse_AbortedTransaction_18(buf, pos)
             ap(x)
-    v_9, = _S11.unpack_from(buf, pos)
+    v_9, = _S12.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -1946,7 +1956,7 @@ def _d_FetchResponse_FetchableTopicResponse_16(buf: memoryview, pos: int) -> tup
     return FetchResponse.FetchableTopicResponse(v_0, _UUID_ZERO, v_2), pos
 
 def _d_FetchResponse_15(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, v_1, v_2 = _S15.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S16.unpack_from(buf, pos)
     pos += 10
     n = buf[pos]
     if n < 128:
@@ -1979,7 +1989,7 @@ def _e_FetchResponse_FetchableTopicResponse_23(o: FetchResponse.FetchableTopicRe
     out.append(0)
 
 def _e_FetchResponse_22(o: FetchResponse, out: bytearray) -> None:
-    out += _S15.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S16.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a = o.responses
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -2014,7 +2024,7 @@ def _d_FetchResponse_FetchableTopicResponse_23(buf: memoryview, pos: int) -> tup
     return FetchResponse.FetchableTopicResponse('', v_1, v_2), pos
 
 def _d_FetchResponse_22(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, v_1, v_2 = _S15.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S16.unpack_from(buf, pos)
     pos += 10
     n = buf[pos]
     if n < 128:
@@ -2039,11 +2049,11 @@ def _d_FetchResponse_22(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return FetchResponse(v_0, v_1, v_2, v_3, []), pos
 
 def _e_FetchResponse_NodeEndpoint_25(o: FetchResponse.NodeEndpoint, out: bytearray) -> None:
-    out += _S11.pack(o.node_id)
+    out += _S12.pack(o.node_id)
     s = o.host.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S11.pack(o.port)
+    out += _S12.pack(o.port)
     if o.rack is None:
         out.append(0)
     else:
@@ -2053,7 +2063,7 @@ def _e_FetchResponse_NodeEndpoint_25(o: FetchResponse.NodeEndpoint, out: bytearr
     out.append(0)
 
 def _e_FetchResponse_24(o: FetchResponse, out: bytearray) -> None:
-    out += _S15.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S16.pack(o.throttle_time_ms, o.error_code, o.session_id)
     a = o.responses
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -2069,7 +2079,7 @@ def _e_FetchResponse_24(o: FetchResponse, out: bytearray) -> None:
     _w_tags(tags, out)
 
 def _d_FetchResponse_NodeEndpoint_25(buf: memoryview, pos: int) -> tuple[FetchResponse.NodeEndpoint, int]:
-    v_0, = _S11.unpack_from(buf, pos)
+    v_0, = _S12.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -2085,7 +2095,7 @@ def _d_FetchResponse_NodeEndpoint_25(buf: memoryview, pos: int) -> tuple[FetchRe
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S11.unpack_from(buf, pos)
+    v_2, = _S12.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -2108,7 +2118,7 @@ def _d_FetchResponse_NodeEndpoint_25(buf: memoryview, pos: int) -> tuple[FetchRe
     return FetchResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_FetchResponse_24(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    v_0, v_1, v_2 = _S15.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S16.unpack_from(buf, pos)
     pos += 10
     n = buf[pos]
     if n < 128:

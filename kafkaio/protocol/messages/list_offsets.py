@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
@@ -24,8 +24,9 @@ _S2 = _struct.Struct('>iq')
 _S3 = _struct.Struct('>ib')
 _S4 = _struct.Struct('>iiq')
 _S5 = _struct.Struct('>ih')
-_S6 = _struct.Struct('>ihqq')
-_S7 = _struct.Struct('>ihqqi')
+_S6 = _fixed_arrays('q', 32)
+_S7 = _struct.Struct('>ihqq')
+_S8 = _struct.Struct('>ihqqi')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -529,7 +530,10 @@ def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_2(buf: memoryview, pos: 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = list(_struct.unpack_from('>%dq' % n, buf, pos))
+        if n < 32:
+            v_2 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_2 = list(_struct.unpack_from('>%dq' % n, buf, pos))
         pos += 8 * n
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, v_2, -1, -1, -1), pos
 
@@ -574,7 +578,7 @@ def _d_ListOffsetsResponse_0(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return ListOffsetsResponse(0, v_1), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_5(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S6.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_4(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
     s = o.name.encode()
@@ -592,7 +596,7 @@ def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray) -> None:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_4(x, out)
 
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_5(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
-    v_0, v_1, v_3, v_4 = _S6.unpack_from(buf, pos)
+    v_0, v_1, v_3, v_4 = _S7.unpack_from(buf, pos)
     pos += 22
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, [], v_3, v_4, -1), pos
 
@@ -661,7 +665,7 @@ def _d_ListOffsetsResponse_6(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return ListOffsetsResponse(v_0, v_1), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_9(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S8.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_8(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
     s = o.name.encode()
@@ -680,7 +684,7 @@ def _e_ListOffsetsResponse_7(o: ListOffsetsResponse, out: bytearray) -> None:
         _e_ListOffsetsResponse_ListOffsetsTopicResponse_8(x, out)
 
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_9(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
-    v_0, v_1, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
     pos += 26
     return ListOffsetsResponse.ListOffsetsPartitionResponse(v_0, v_1, [], v_3, v_4, v_5), pos
 
@@ -727,7 +731,7 @@ def _d_ListOffsetsResponse_7(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return ListOffsetsResponse(v_0, v_1), pos
 
 def _e_ListOffsetsResponse_ListOffsetsPartitionResponse_12(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S7.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S8.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     out.append(0)
 
 def _e_ListOffsetsResponse_ListOffsetsTopicResponse_11(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
@@ -749,7 +753,7 @@ def _e_ListOffsetsResponse_10(o: ListOffsetsResponse, out: bytearray) -> None:
     out.append(0)
 
 def _d_ListOffsetsResponse_ListOffsetsPartitionResponse_12(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
-    v_0, v_1, v_3, v_4, v_5 = _S7.unpack_from(buf, pos)
+    v_0, v_1, v_3, v_4, v_5 = _S8.unpack_from(buf, pos)
     pos += 26
     if buf[pos] == 0:
         pos += 1

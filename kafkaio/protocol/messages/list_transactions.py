@@ -13,13 +13,14 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
-_S0 = _struct.Struct('>q')
-_S1 = _struct.Struct('>ih')
+_S0 = _fixed_arrays('q', 32)
+_S1 = _struct.Struct('>q')
+_S2 = _struct.Struct('>ih')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -162,7 +163,10 @@ def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransac
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
         pos += 8 * n
     if buf[pos] == 0:
         pos += 1
@@ -180,7 +184,7 @@ def _e_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray) -> 
     a = o.producer_id_filters
     _w_uvarint(len(a) + 1, out)
     out += _struct.pack('>%dq' % len(a), *a)
-    out += _S0.pack(o.duration_filter)
+    out += _S1.pack(o.duration_filter)
     out.append(0)
 
 def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -223,9 +227,12 @@ def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransac
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%dq' % n, buf, pos))
         pos += 8 * n
-    v_2, = _S0.unpack_from(buf, pos)
+    v_2, = _S1.unpack_from(buf, pos)
     pos += 8
     if buf[pos] == 0:
         pos += 1
@@ -237,14 +244,14 @@ def _e_ListTransactionsResponse_TransactionState_1(o: ListTransactionsResponse.T
     s = o.transactional_id.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S0.pack(o.producer_id)
+    out += _S1.pack(o.producer_id)
     s = o.transaction_state.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
     out.append(0)
 
 def _e_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms, o.error_code)
+    out += _S2.pack(o.throttle_time_ms, o.error_code)
     a = o.unknown_state_filters
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -272,7 +279,7 @@ def _d_ListTransactionsResponse_TransactionState_1(buf: memoryview, pos: int) ->
             raise _truncated()
         v_0 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_1, = _S0.unpack_from(buf, pos)
+    v_1, = _S1.unpack_from(buf, pos)
     pos += 8
     n = buf[pos]
     if n < 128:
@@ -295,7 +302,7 @@ def _d_ListTransactionsResponse_TransactionState_1(buf: memoryview, pos: int) ->
     return ListTransactionsResponse.TransactionState(v_0, v_1, v_2), pos
 
 def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
-    v_0, v_1 = _S1.unpack_from(buf, pos)
+    v_0, v_1 = _S2.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

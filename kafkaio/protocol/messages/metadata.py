@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
@@ -24,7 +24,8 @@ _S2 = _struct.Struct('>??')
 _S3 = _struct.Struct('>i')
 _S4 = _struct.Struct('>h')
 _S5 = _struct.Struct('>hii')
-_S6 = _struct.Struct('>hiii')
+_S6 = _fixed_arrays('i', 32)
+_S7 = _struct.Struct('>hiii')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -505,7 +506,10 @@ def _d_MetadataResponse_MetadataResponsePartition_3(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_4 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -514,7 +518,10 @@ def _d_MetadataResponse_MetadataResponsePartition_3(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_5 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, -1, v_4, v_5, []), pos
 
@@ -858,7 +865,10 @@ def _d_MetadataResponse_MetadataResponsePartition_11(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_4 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -867,7 +877,10 @@ def _d_MetadataResponse_MetadataResponsePartition_11(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_5 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -876,7 +889,10 @@ def _d_MetadataResponse_MetadataResponsePartition_11(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_6 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, -1, v_4, v_5, v_6), pos
 
@@ -951,7 +967,7 @@ def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return MetadataResponse(v_0, v_1, v_2, v_3, v_4, -2147483648), pos
 
 def _e_MetadataResponse_MetadataResponsePartition_14(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S7.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a = o.replica_nodes
     out += _I32.pack(len(a))
     out += _struct.pack('>%di' % len(a), *a)
@@ -992,7 +1008,7 @@ def _e_MetadataResponse_12(o: MetadataResponse, out: bytearray) -> None:
         _e_MetadataResponse_MetadataResponseTopic_13(x, out)
 
 def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponsePartition, int]:
-    v_0, v_1, v_2, v_3 = _S6.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3 = _S7.unpack_from(buf, pos)
     pos += 14
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1001,7 +1017,10 @@ def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_4 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1010,7 +1029,10 @@ def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_5 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -1019,7 +1041,10 @@ def _d_MetadataResponse_MetadataResponsePartition_14(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_6 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return MetadataResponse.MetadataResponsePartition(v_0, v_1, v_2, v_3, v_4, v_5, v_6), pos
 
@@ -1213,7 +1238,7 @@ def _e_MetadataResponse_MetadataResponseBroker_18(o: MetadataResponse.MetadataRe
     out.append(0)
 
 def _e_MetadataResponse_MetadataResponsePartition_20(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S7.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     a = o.replica_nodes
     _w_uvarint(len(a) + 1, out)
     out += _struct.pack('>%di' % len(a), *a)
@@ -1298,7 +1323,7 @@ def _d_MetadataResponse_MetadataResponseBroker_18(buf: memoryview, pos: int) -> 
     return MetadataResponse.MetadataResponseBroker(v_0, v_1, v_2, v_3), pos
 
 def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) -> tuple[MetadataResponse.MetadataResponsePartition, int]:
-    v_0, v_1, v_2, v_3 = _S6.unpack_from(buf, pos)
+    v_0, v_1, v_2, v_3 = _S7.unpack_from(buf, pos)
     pos += 14
     n = buf[pos]
     if n < 128:
@@ -1311,7 +1336,10 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_4 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_4 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n = buf[pos]
     if n < 128:
@@ -1324,7 +1352,10 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_5 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_5 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     n = buf[pos]
     if n < 128:
@@ -1337,7 +1368,10 @@ def _d_MetadataResponse_MetadataResponsePartition_20(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_6 = list(_S6[n].unpack_from(buf, pos))
+        else:
+            v_6 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1

@@ -13,16 +13,17 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
-_S0 = _struct.Struct('>?')
-_S1 = _struct.Struct('>i')
-_S2 = _struct.Struct('>iq')
-_S3 = _struct.Struct('>h')
-_S4 = _struct.Struct('>iqi')
+_S0 = _fixed_arrays('i', 32)
+_S1 = _struct.Struct('>?')
+_S2 = _struct.Struct('>i')
+_S3 = _struct.Struct('>iq')
+_S4 = _struct.Struct('>h')
+_S5 = _struct.Struct('>iqi')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -220,7 +221,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     return OffsetFetchRequest.OffsetFetchRequestTopic(v_0, v_1), pos
 
@@ -334,7 +338,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopic_4(buf: memoryview, pos: int) -
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -390,7 +397,7 @@ def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray) -> None:
         _w_uvarint(len(a) + 1, out)
         for x in a:
             _e_OffsetFetchRequest_OffsetFetchRequestTopic_4(x, out)
-    out += _S0.pack(o.require_stable)
+    out += _S1.pack(o.require_stable)
     out.append(0)
 
 def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -424,7 +431,7 @@ def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestTopic_4(buf, pos)
             ap(x)
-    v_3, = _S0.unpack_from(buf, pos)
+    v_3, = _S1.unpack_from(buf, pos)
     pos += 1
     if buf[pos] == 0:
         pos += 1
@@ -459,7 +466,7 @@ def _e_OffsetFetchRequest_6(o: OffsetFetchRequest, out: bytearray) -> None:
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_7(x, out)
-    out += _S0.pack(o.require_stable)
+    out += _S1.pack(o.require_stable)
     out.append(0)
 
 def _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopics, int]:
@@ -488,7 +495,10 @@ def _d_OffsetFetchRequest_OffsetFetchRequestTopics_8(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S0[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -550,7 +560,7 @@ def _d_OffsetFetchRequest_6(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_7(buf, pos)
             ap(x)
-    v_3, = _S0.unpack_from(buf, pos)
+    v_3, = _S1.unpack_from(buf, pos)
     pos += 1
     if buf[pos] == 0:
         pos += 1
@@ -568,7 +578,7 @@ def _e_OffsetFetchRequest_OffsetFetchRequestGroup_10(o: OffsetFetchRequest.Offse
         s = o.member_id.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S1.pack(o.member_epoch)
+    out += _S2.pack(o.member_epoch)
     a = o.topics
     if a is None:
         out.append(0)
@@ -583,7 +593,7 @@ def _e_OffsetFetchRequest_9(o: OffsetFetchRequest, out: bytearray) -> None:
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_OffsetFetchRequest_OffsetFetchRequestGroup_10(x, out)
-    out += _S0.pack(o.require_stable)
+    out += _S1.pack(o.require_stable)
     out.append(0)
 
 def _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
@@ -615,7 +625,7 @@ def _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf: memoryview, pos: int) 
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S1.unpack_from(buf, pos)
+    v_2, = _S2.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -656,7 +666,7 @@ def _d_OffsetFetchRequest_9(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
         for _ in range(n):
             x, pos = _d_OffsetFetchRequest_OffsetFetchRequestGroup_10(buf, pos)
             ap(x)
-    v_3, = _S0.unpack_from(buf, pos)
+    v_3, = _S1.unpack_from(buf, pos)
     pos += 1
     if buf[pos] == 0:
         pos += 1
@@ -665,14 +675,14 @@ def _d_OffsetFetchRequest_9(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return OffsetFetchRequest('', [], v_2, v_3), pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_2(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: bytearray) -> None:
-    out += _S2.pack(o.partition_index, o.committed_offset)
+    out += _S3.pack(o.partition_index, o.committed_offset)
     if o.metadata is None:
         out += _NULL16
     else:
         s = o.metadata.encode()
         out += _I16.pack(len(s))
         out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_1(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: bytearray) -> None:
     s = o.name.encode()
@@ -690,7 +700,7 @@ def _e_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray) -> None:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_1(x, out)
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartition_2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartition, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 12
     n, = _I16.unpack_from(buf, pos)
     pos += 2
@@ -702,7 +712,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_2(buf: memoryview, pos: 
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_4, = _S3.unpack_from(buf, pos)
+    v_4, = _S4.unpack_from(buf, pos)
     pos += 2
     return OffsetFetchResponse.OffsetFetchResponsePartition(v_0, v_1, -1, v_3, v_4), pos
 
@@ -751,7 +761,7 @@ def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray) -> None:
     out += _I32.pack(len(a))
     for x in a:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_1(x, out)
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
 
 def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     n, = _I32.unpack_from(buf, pos)
@@ -766,20 +776,20 @@ def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_1(buf, pos)
             ap(x)
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     return OffsetFetchResponse(0, v_1, v_2, []), pos
 
 def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms)
+    out += _S2.pack(o.throttle_time_ms)
     a = o.topics
     out += _I32.pack(len(a))
     for x in a:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_1(x, out)
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
 
 def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -793,19 +803,19 @@ def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_1(buf, pos)
             ap(x)
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     return OffsetFetchResponse(v_0, v_1, v_2, []), pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_7(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: bytearray) -> None:
-    out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    out += _S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     if o.metadata is None:
         out += _NULL16
     else:
         s = o.metadata.encode()
         out += _I16.pack(len(s))
         out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_6(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: bytearray) -> None:
     s = o.name.encode()
@@ -817,15 +827,15 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_6(o: OffsetFetchResponse.Off
         _e_OffsetFetchResponse_OffsetFetchResponsePartition_7(x, out)
 
 def _e_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms)
+    out += _S2.pack(o.throttle_time_ms)
     a = o.topics
     out += _I32.pack(len(a))
     for x in a:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_6(x, out)
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartition_7(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartition, int]:
-    v_0, v_1, v_2 = _S4.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S5.unpack_from(buf, pos)
     pos += 16
     n, = _I16.unpack_from(buf, pos)
     pos += 2
@@ -837,7 +847,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_7(buf: memoryview, pos: 
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_4, = _S3.unpack_from(buf, pos)
+    v_4, = _S4.unpack_from(buf, pos)
     pos += 2
     return OffsetFetchResponse.OffsetFetchResponsePartition(v_0, v_1, v_2, v_3, v_4), pos
 
@@ -867,7 +877,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_6(buf: memoryview, pos: int)
     return OffsetFetchResponse.OffsetFetchResponseTopic(v_0, v_1), pos
 
 def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 4
     n, = _I32.unpack_from(buf, pos)
     pos += 4
@@ -881,19 +891,19 @@ def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_6(buf, pos)
             ap(x)
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     return OffsetFetchResponse(v_0, v_1, v_2, []), pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartition_10(o: OffsetFetchResponse.OffsetFetchResponsePartition, out: bytearray) -> None:
-    out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    out += _S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     if o.metadata is None:
         out.append(0)
     else:
         s = o.metadata.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     out.append(0)
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopic_9(o: OffsetFetchResponse.OffsetFetchResponseTopic, out: bytearray) -> None:
@@ -907,16 +917,16 @@ def _e_OffsetFetchResponse_OffsetFetchResponseTopic_9(o: OffsetFetchResponse.Off
     out.append(0)
 
 def _e_OffsetFetchResponse_8(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms)
+    out += _S2.pack(o.throttle_time_ms)
     a = o.topics
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_OffsetFetchResponse_OffsetFetchResponseTopic_9(x, out)
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     out.append(0)
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartition_10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartition, int]:
-    v_0, v_1, v_2 = _S4.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S5.unpack_from(buf, pos)
     pos += 16
     n = buf[pos]
     if n < 128:
@@ -932,7 +942,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartition_10(buf: memoryview, pos:
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_4, = _S3.unpack_from(buf, pos)
+    v_4, = _S4.unpack_from(buf, pos)
     pos += 2
     if buf[pos] == 0:
         pos += 1
@@ -978,7 +988,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseTopic_9(buf: memoryview, pos: int)
     return OffsetFetchResponse.OffsetFetchResponseTopic(v_0, v_1), pos
 
 def _d_OffsetFetchResponse_8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -996,7 +1006,7 @@ def _d_OffsetFetchResponse_8(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopic_9(buf, pos)
             ap(x)
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     if buf[pos] == 0:
         pos += 1
@@ -1005,14 +1015,14 @@ def _d_OffsetFetchResponse_8(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return OffsetFetchResponse(v_0, v_1, v_2, []), pos
 
 def _e_OffsetFetchResponse_OffsetFetchResponsePartitions_14(o: OffsetFetchResponse.OffsetFetchResponsePartitions, out: bytearray) -> None:
-    out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    out += _S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     if o.metadata is None:
         out.append(0)
     else:
         s = o.metadata.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     out.append(0)
 
 def _e_OffsetFetchResponse_OffsetFetchResponseTopics_13(o: OffsetFetchResponse.OffsetFetchResponseTopics, out: bytearray) -> None:
@@ -1033,11 +1043,11 @@ def _e_OffsetFetchResponse_OffsetFetchResponseGroup_12(o: OffsetFetchResponse.Of
     _w_uvarint(len(a) + 1, out)
     for x in a:
         _e_OffsetFetchResponse_OffsetFetchResponseTopics_13(x, out)
-    out += _S3.pack(o.error_code)
+    out += _S4.pack(o.error_code)
     out.append(0)
 
 def _e_OffsetFetchResponse_11(o: OffsetFetchResponse, out: bytearray) -> None:
-    out += _S1.pack(o.throttle_time_ms)
+    out += _S2.pack(o.throttle_time_ms)
     a = o.groups
     _w_uvarint(len(a) + 1, out)
     for x in a:
@@ -1045,7 +1055,7 @@ def _e_OffsetFetchResponse_11(o: OffsetFetchResponse, out: bytearray) -> None:
     out.append(0)
 
 def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_14(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartitions, int]:
-    v_0, v_1, v_2 = _S4.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S5.unpack_from(buf, pos)
     pos += 16
     n = buf[pos]
     if n < 128:
@@ -1061,7 +1071,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponsePartitions_14(buf: memoryview, pos
             raise _truncated()
         v_3 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_4, = _S3.unpack_from(buf, pos)
+    v_4, = _S4.unpack_from(buf, pos)
     pos += 2
     if buf[pos] == 0:
         pos += 1
@@ -1137,7 +1147,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_12(buf: memoryview, pos: int
         for _ in range(n):
             x, pos = _d_OffsetFetchResponse_OffsetFetchResponseTopics_13(buf, pos)
             ap(x)
-    v_2, = _S3.unpack_from(buf, pos)
+    v_2, = _S4.unpack_from(buf, pos)
     pos += 2
     if buf[pos] == 0:
         pos += 1
@@ -1146,7 +1156,7 @@ def _d_OffsetFetchResponse_OffsetFetchResponseGroup_12(buf: memoryview, pos: int
     return OffsetFetchResponse.OffsetFetchResponseGroup(v_0, v_1, v_2), pos
 
 def _d_OffsetFetchResponse_11(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    v_0, = _S1.unpack_from(buf, pos)
+    v_0, = _S2.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:

@@ -13,15 +13,16 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
 
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>qq')
-_S2 = _struct.Struct('>ih')
-_S3 = _struct.Struct('>ii')
+_S2 = _fixed_arrays('b', 32)
+_S3 = _struct.Struct('>ih')
+_S4 = _struct.Struct('>ii')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -229,7 +230,10 @@ def _d_ShareAcknowledgeRequest_AcknowledgementBatch_3(buf: memoryview, pos: int)
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
+        if n < 32:
+            v_2 = list(_S2[n].unpack_from(buf, pos))
+        else:
+            v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
         pos += n
     if buf[pos] == 0:
         pos += 1
@@ -343,11 +347,11 @@ def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknow
     return ShareAcknowledgeRequest(v_0, v_1, v_2, v_3), pos
 
 def _e_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S3.pack(o.leader_id, o.leader_epoch)
+    out += _S4.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 def _e_ShareAcknowledgeResponse_PartitionData_2(o: ShareAcknowledgeResponse.PartitionData, out: bytearray) -> None:
-    out += _S2.pack(o.partition_index, o.error_code)
+    out += _S3.pack(o.partition_index, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -380,7 +384,7 @@ def _e_ShareAcknowledgeResponse_NodeEndpoint_4(o: ShareAcknowledgeResponse.NodeE
     out.append(0)
 
 def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray) -> None:
-    out += _S2.pack(o.throttle_time_ms, o.error_code)
+    out += _S3.pack(o.throttle_time_ms, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -398,7 +402,7 @@ def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray) -
     out.append(0)
 
 def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.LeaderIdAndEpoch, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S4.unpack_from(buf, pos)
     pos += 8
     if buf[pos] == 0:
         pos += 1
@@ -407,7 +411,7 @@ def _d_ShareAcknowledgeResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) ->
     return ShareAcknowledgeResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ShareAcknowledgeResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse.PartitionData, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -497,7 +501,7 @@ def _d_ShareAcknowledgeResponse_NodeEndpoint_4(buf: memoryview, pos: int) -> tup
     return ShareAcknowledgeResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
-    v_0, v_1 = _S2.unpack_from(buf, pos)
+    v_0, v_1 = _S3.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

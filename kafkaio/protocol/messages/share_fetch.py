@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
@@ -21,10 +21,12 @@ from kafkaio.protocol.api import Request
 _S0 = _struct.Struct('>iiii')
 _S1 = _struct.Struct('>ii')
 _S2 = _struct.Struct('>qq')
-_S3 = _struct.Struct('>ih')
-_S4 = _struct.Struct('>h')
-_S5 = _struct.Struct('>qqh')
-_S6 = _struct.Struct('>i')
+_S3 = _fixed_arrays('b', 32)
+_S4 = _fixed_arrays('i', 32)
+_S5 = _struct.Struct('>ih')
+_S6 = _struct.Struct('>h')
+_S7 = _struct.Struct('>qqh')
+_S8 = _struct.Struct('>i')
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -271,7 +273,10 @@ def _d_ShareFetchRequest_AcknowledgementBatch_3(buf: memoryview, pos: int) -> tu
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
+        if n < 32:
+            v_2 = list(_S3[n].unpack_from(buf, pos))
+        else:
+            v_2 = list(_struct.unpack_from('>%db' % n, buf, pos))
         pos += n
     if buf[pos] == 0:
         pos += 1
@@ -347,7 +352,10 @@ def _d_ShareFetchRequest_ForgottenTopic_4(buf: memoryview, pos: int) -> tuple[Sh
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S4[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
@@ -429,18 +437,18 @@ def _e_ShareFetchResponse_LeaderIdAndEpoch_3(o: ShareFetchResponse.LeaderIdAndEp
     out.append(0)
 
 def _e_ShareFetchResponse_AcquiredRecords_4(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S5.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S7.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 def _e_ShareFetchResponse_PartitionData_2(o: ShareFetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S3.pack(o.partition_index, o.error_code)
+    out += _S5.pack(o.partition_index, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
         s = o.error_message.encode()
         _w_uvarint(len(s) + 1, out)
         out += s
-    out += _S4.pack(o.acknowledge_error_code)
+    out += _S6.pack(o.acknowledge_error_code)
     if o.acknowledge_error_message is None:
         out.append(0)
     else:
@@ -469,11 +477,11 @@ def _e_ShareFetchResponse_ShareFetchableTopicResponse_1(o: ShareFetchResponse.Sh
     out.append(0)
 
 def _e_ShareFetchResponse_NodeEndpoint_5(o: ShareFetchResponse.NodeEndpoint, out: bytearray) -> None:
-    out += _S6.pack(o.node_id)
+    out += _S8.pack(o.node_id)
     s = o.host.encode()
     _w_uvarint(len(s) + 1, out)
     out += s
-    out += _S6.pack(o.port)
+    out += _S8.pack(o.port)
     if o.rack is None:
         out.append(0)
     else:
@@ -483,7 +491,7 @@ def _e_ShareFetchResponse_NodeEndpoint_5(o: ShareFetchResponse.NodeEndpoint, out
     out.append(0)
 
 def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
-    out += _S3.pack(o.throttle_time_ms, o.error_code)
+    out += _S5.pack(o.throttle_time_ms, o.error_code)
     if o.error_message is None:
         out.append(0)
     else:
@@ -510,7 +518,7 @@ def _d_ShareFetchResponse_LeaderIdAndEpoch_3(buf: memoryview, pos: int) -> tuple
     return ShareFetchResponse.LeaderIdAndEpoch(v_0, v_1), pos
 
 def _d_ShareFetchResponse_AcquiredRecords_4(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.AcquiredRecords, int]:
-    v_0, v_1, v_2 = _S5.unpack_from(buf, pos)
+    v_0, v_1, v_2 = _S7.unpack_from(buf, pos)
     pos += 18
     if buf[pos] == 0:
         pos += 1
@@ -519,7 +527,7 @@ def _d_ShareFetchResponse_AcquiredRecords_4(buf: memoryview, pos: int) -> tuple[
     return ShareFetchResponse.AcquiredRecords(v_0, v_1, v_2), pos
 
 def _d_ShareFetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.PartitionData, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S5.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:
@@ -535,7 +543,7 @@ def _d_ShareFetchResponse_PartitionData_2(buf: memoryview, pos: int) -> tuple[Sh
             raise _truncated()
         v_2 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_3, = _S4.unpack_from(buf, pos)
+    v_3, = _S6.unpack_from(buf, pos)
     pos += 2
     n = buf[pos]
     if n < 128:
@@ -616,7 +624,7 @@ def _d_ShareFetchResponse_ShareFetchableTopicResponse_1(buf: memoryview, pos: in
     return ShareFetchResponse.ShareFetchableTopicResponse(v_0, v_1), pos
 
 def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[ShareFetchResponse.NodeEndpoint, int]:
-    v_0, = _S6.unpack_from(buf, pos)
+    v_0, = _S8.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -632,7 +640,7 @@ def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[Sha
             raise _truncated()
         v_1 = str(buf[pos:end], 'utf-8')
         pos = end
-    v_2, = _S6.unpack_from(buf, pos)
+    v_2, = _S8.unpack_from(buf, pos)
     pos += 4
     n = buf[pos]
     if n < 128:
@@ -655,7 +663,7 @@ def _d_ShareFetchResponse_NodeEndpoint_5(buf: memoryview, pos: int) -> tuple[Sha
     return ShareFetchResponse.NodeEndpoint(v_0, v_1, v_2, v_3), pos
 
 def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
-    v_0, v_1 = _S3.unpack_from(buf, pos)
+    v_0, v_1 = _S5.unpack_from(buf, pos)
     pos += 6
     n = buf[pos]
     if n < 128:

@@ -13,7 +13,7 @@ from typing import Any, Callable, ClassVar
 
 from kafkaio.protocol._codec import (
     _I16, _I32, _NULL16, _NULL32, _UUID_ZERO, Buffer, _decode_all, _decode_at, _encoder, _null, _r_uvarint,
-    _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
+    _fixed_arrays, _skip_tags, _truncated, _uuid, _w_tags, _w_uvarint,
 )
 from kafkaio.protocol._codec import struct as _struct
 from kafkaio.protocol.api import Request
@@ -21,6 +21,7 @@ from kafkaio.protocol.api import Request
 _S0 = _struct.Struct('>i')
 _S1 = _struct.Struct('>ih')
 _S2 = _struct.Struct('>ii')
+_S3 = _fixed_arrays('i', 32)
 
 _ENCODERS: dict[str, dict[int, Callable[[Any, bytearray], None]]] = {}
 _DECODERS: dict[str, dict[int, Callable[[memoryview, int], tuple[Any, int]]]] = {}
@@ -279,7 +280,10 @@ def _d_ShareGroupHeartbeatResponse_TopicPartitions_2(buf: memoryview, pos: int) 
     else:
         if n > len(buf) - pos:
             raise _truncated()
-        v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
+        if n < 32:
+            v_1 = list(_S3[n].unpack_from(buf, pos))
+        else:
+            v_1 = list(_struct.unpack_from('>%di' % n, buf, pos))
         pos += 4 * n
     if buf[pos] == 0:
         pos += 1
