@@ -86,6 +86,10 @@ async def run_pipeline(
                                 )
                         if pause_in_transaction_s:
                             await producer.flush()
+                            print(
+                                f"records written; committing in {pause_in_transaction_s:g} s",
+                                flush=True,
+                            )
                             await anyio.sleep(pause_in_transaction_s)
                         offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
                         await producer.send_offsets_to_transaction(offsets, group)

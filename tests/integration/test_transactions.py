@@ -511,26 +511,27 @@ async def test_pipeline_killed_mid_transaction_and_restarted_is_exactly_once(
         f"{md.partition}:{md.offset}:".encode() + b"REC-%04d" % i for i, md in enumerate(inputs)
     )
 
-    # the pause must outlast reading the log and the kill below, even on a busy machine: with
-    # 0.5 s the transaction seen open was sometimes committed before SIGKILL arrived, and
-    # nothing was left to abort
+    # kill the first instance inside the pause of its second transaction (its records written,
+    # not committed): it says so on stdout before the pause, which outlasts reading that line
     first = start_pipeline(boot, names, "--pause-in-transaction", "3")
+    seen: list[str] = []
     try:
         with anyio.fail_after(GUARD):
-            # wait until the log shows a committed transaction and then an open one (kafkaio's
-            # decoding only decides when to kill; the outcome is judged below)
-            while True:
-                committed, _, open_records = committed_view(
-                    await read_log(boot, names["output"], 2)
-                )
-                if committed and open_records:
-                    break
-                assert first.poll() is None, first.stdout.read() if first.stdout else ""
-                await anyio.sleep(0.05)
+            assert first.stdout is not None
+            stdout = first.stdout
+            while not (
+                any(line.startswith("committed") for line in seen)
+                and seen[-1].startswith("records written")
+            ):
+                line = (await anyio.to_thread.run_sync(stdout.readline, abandon_on_cancel=True)).decode()
+                assert line, f"the pipeline ended early: {''.join(seen)}"
+                seen.append(line)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
+    committed, _, open_records = committed_view(await read_log(boot, names["output"], 2))
     assert 0 < len(committed) < count
+    assert open_records, f"no transaction was open when the first instance was killed: {seen}"
 
     second = start_pipeline(boot, names, "--stop-when-idle", "2")
     try:
