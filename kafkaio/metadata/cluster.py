@@ -5,6 +5,7 @@ Sans-I/O: a snapshot is built from a MetadataResponse with `ClusterMetadata.with
 
 from __future__ import annotations
 
+import bisect
 import operator
 import uuid
 from collections.abc import Mapping
@@ -391,17 +392,8 @@ def _partitions(
 
 def _find(parts: tuple[PartitionInfo, ...], index: int) -> PartitionInfo | None:
     """The partition with this index in partitions sorted by index, or None."""
-    lo, hi = 0, len(parts)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        p = parts[mid].partition
-        if p == index:
-            return parts[mid]
-        if p < index:
-            lo = mid + 1
-        else:
-            hi = mid
-    return None
+    at = bisect.bisect_left(parts, index, key=_partition_index)
+    return parts[at] if at < len(parts) and parts[at].partition == index else None
 
 
 def _partition_index(p: PartitionInfo) -> int:
