@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 import time
 from collections.abc import Sequence
+from types import FrameType
 
 from kafkaio.testing.apache import (
     KAFKA_VERSION,
@@ -67,13 +69,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "fetch-spark-kafka":
         return _fetch_spark_kafka(args.if_possible)
+    # SIGTERM (kill, a service manager, timeout) stops the cluster as Ctrl-C does: without
+    # this the process ended at once and left the brokers' data (gigabytes after a
+    # benchmark) in the temporary directory
+    signal.signal(signal.SIGTERM, _interrupt)
     with ApacheKafka(args.brokers, version=args.version, keep_directory=True) as cluster:
         print(f"bootstrap {cluster.bootstrap} (started in {cluster.start_seconds or 0:.1f} s)")
-        print(f"logs under {cluster.directory}; Ctrl-C stops")
+        print(f"logs under {cluster.directory}; Ctrl-C or SIGTERM stops", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while cluster.running:
                 time.sleep(1)
     return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _fetch_spark_kafka(if_possible: bool) -> int:

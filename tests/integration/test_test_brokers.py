@@ -389,6 +389,34 @@ def test_apache_kafka_ends_with_the_process_that_started_it(
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_run_kafka_stopped_by_sigterm_removes_the_brokers_data(apache_kafka: BrokerInfo) -> None:
+    """``python -m kafkaio.testing run-kafka`` stops on SIGTERM as on Ctrl-C: the broker
+    ends and its data directory is removed (the logs stay, as the command says)."""
+    command = subprocess.Popen(
+        [sys.executable, "-m", "kafkaio.testing", "run-kafka"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert command.stdout is not None
+    try:
+        bootstrap = command.stdout.readline().split()[1]
+        directory = Path(command.stdout.readline().split()[2].rstrip(";"))
+        data = directory / "broker1" / "data"
+        assert bootstrap.startswith("127.0.0.1:") and data.is_dir()
+        command.send_signal(signal.SIGTERM)
+        assert command.wait(60) == 0
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(10)
+    try:
+        assert not data.exists()
+        assert (directory / "broker1" / "server.log").exists()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 _SKIP_PROBE = """
 from kafkaio.testing import BrokerInfo
 
