@@ -7,7 +7,9 @@ ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records
 	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py \
 	kafkaio/producer/future.py kafkaio/producer/batch.py kafkaio/producer/memory.py \
 	kafkaio/producer/partitioner.py kafkaio/producer/accumulator.py kafkaio/producer/appender.py \
-	kafkaio/consumer/iteration.py
+	kafkaio/consumer/iteration.py kafkaio/producer/sender.py kafkaio/producer/idempotence.py \
+	kafkaio/metrics/sensor.py kafkaio/metrics/producer.py kafkaio/metrics/timing.py \
+	kafkaio/protocol/frames.py kafkaio/net/framing.py
 ACCEL_STAMP := build/.accel-stamp
 # The Schema Registry the tests use: Apicurio Registry, built by Maven from a pom in the repo
 # into a cache outside the work tree (skipped, and its tests with it, without Java and Maven).

@@ -28,9 +28,12 @@ from setuptools import setup  # type: ignore[import-untyped]
 from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
 # The hot path: varints, Record, RecordBatch decoding and BatchBuilder, ConsumerRecord, the
-# step of `async for record in consumer`, and the producer's per-record path (appender,
-# accumulator, batches, futures, memory, sticky partitioner). compression.py and legacy.py stay interpreted (their time is spent in codec
-# libraries or is rare).
+# step of `async for record in consumer`, the producer's per-record path (appender,
+# accumulator, batches, futures, memory, sticky partitioner) and its per-request path (the
+# Sender, idempotence, the request metrics, frame encoding and reading: 7% less CPU per
+# record at 100 B). compression.py and legacy.py stay interpreted (their time is spent in
+# codec libraries or is rare); so do the driver and connections (compiling them as well
+# measured no gain).
 COMPILED_MODULES = [
     "kafkaio/records/varint.py",
     "kafkaio/records/record.py",
@@ -45,6 +48,13 @@ COMPILED_MODULES = [
     "kafkaio/producer/partitioner.py",
     "kafkaio/producer/accumulator.py",
     "kafkaio/producer/appender.py",
+    "kafkaio/producer/sender.py",
+    "kafkaio/producer/idempotence.py",
+    "kafkaio/metrics/sensor.py",
+    "kafkaio/metrics/producer.py",
+    "kafkaio/metrics/timing.py",
+    "kafkaio/protocol/frames.py",
+    "kafkaio/net/framing.py",
 ]
 
 _TRUE = ("1", "true", "yes", "on")

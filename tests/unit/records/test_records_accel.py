@@ -1,8 +1,9 @@
 """The optional mypyc-compiled modules and their pure-Python fallback are tested alike.
 
 When the compiled modules are present the normal run tests them, and this file reruns the
-records suite, the consumer-record, iteration and group-wiring tests and the producer's unit
-tests in a subprocess that forces the .py sources; stale builds are refused.
+records suite, the consumer-record, iteration and group-wiring tests, the producer's and the
+metrics' unit tests and the framing and connection-state tests in a subprocess that forces
+the .py sources; stale builds are refused.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ COMPILED_MODULES = (
     "producer.partitioner",
     "producer.accumulator",
     "producer.appender",
+    "producer.sender",
+    "producer.idempotence",
+    "metrics.sensor",
+    "metrics.producer",
+    "metrics.timing",
+    "protocol.frames",
+    "net.framing",
 )
 # The tests rerun on the pure-Python modules.
 PURE_SUITES = (
@@ -45,6 +53,10 @@ PURE_SUITES = (
     HERE.parent / "consumer" / "test_iteration.py",
     HERE.parent / "consumer" / "test_group_wiring.py",
     HERE.parent / "producer",
+    HERE.parent / "metrics",
+    HERE.parent / "net" / "test_framing.py",
+    HERE.parent / "net" / "test_state.py",
+    HERE.parent / "protocol" / "test_typed_requests.py",
 )
 FORCE_PURE_ENV = "KAFKAIO_TEST_FORCE_PURE_RECORDS"
 
