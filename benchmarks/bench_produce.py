@@ -14,7 +14,13 @@ from dataclasses import dataclass, replace
 
 from benchmarks import clients
 from benchmarks.clients import ProduceSpec
-from benchmarks.common import PAYLOADS, BenchBroker, add_broker_argument, in_turn
+from benchmarks.common import (
+    PAYLOADS,
+    BenchBroker,
+    add_broker_argument,
+    in_turn,
+    warm_clients,
+)
 from benchmarks.isolate import Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
 
@@ -86,13 +92,7 @@ def suite(
     names = clients.available(tuple(c for c in CLIENTS if c in only), bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     with BenchBroker(bootstrap) as broker:
-        # On a JVM broker, a round before the recorded ones, its results dropped: after the
-        # broker's warm-up (common._warm_up) Apache Kafka still served the next runs of any
-        # client at about half the pace of the runs after them (the first client measured
-        # paid for it).
-        if broker.apache or broker.external:
-            for name in names:
-                measure(broker, name, case_list[0])
+        warm_clients(broker, names, lambda name: measure(broker, name, case_list[0]))
         rounds = max(c.runs for c in case_list)
         for round_ in range(rounds):
             for case in case_list:

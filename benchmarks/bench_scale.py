@@ -30,6 +30,7 @@ from benchmarks.common import (
     in_turn,
     payloads,
     readable,
+    warm_clients,
 )
 from benchmarks.isolate import Meter, Metrics, run_isolated
 from benchmarks.report import NOTES, Row, median_row, suite_table
@@ -213,6 +214,16 @@ def suite(curve: str, records: int, runs: int = 1, bootstrap: str | None = None)
     names = clients.available(CLIENTS, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     with BenchBroker(bootstrap) as broker:
+        first = points(curve, records)[0]
+
+        def warm(name: str) -> None:  # the first point's produce, not recorded
+            broker.fresh()
+            topics = [
+                broker.new_topic("bench-scale-warm", first.partitions) for _ in range(first.topics)
+            ]
+            run_isolated(measure_produce, name, broker.bootstrap, topics, first)
+
+        warm_clients(broker, names, warm)
         for point in points(curve, records):
             for round_ in range(runs):
                 for name in in_turn(names, round_):
