@@ -214,7 +214,8 @@ def suite(curve: str, records: int, runs: int = 1, bootstrap: str | None = None)
     names = clients.available(CLIENTS, bootstrap)
     samples: dict[tuple[str, str], list[Metrics]] = {}
     with BenchBroker(bootstrap) as broker:
-        first = points(curve, records)[0]
+        curve_points = points(curve, records)
+        first = curve_points[0]
 
         def warm(name: str) -> None:  # the first point's produce, not recorded
             broker.fresh()
@@ -224,7 +225,7 @@ def suite(curve: str, records: int, runs: int = 1, bootstrap: str | None = None)
             run_isolated(measure_produce, name, broker.bootstrap, topics, first)
 
         warm_clients(broker, names, warm)
-        for point in points(curve, records):
+        for point in curve_points:
             for round_ in range(runs):
                 for name in in_turn(names, round_):
                     broker.fresh()
