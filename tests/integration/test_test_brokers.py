@@ -389,7 +389,7 @@ def test_apache_kafka_ends_with_the_process_that_started_it(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM is a POSIX signal")
 def test_run_kafka_stopped_by_sigterm_removes_the_brokers_data(apache_kafka: BrokerInfo) -> None:
     """``python -m kafkaio.testing run-kafka`` stops on SIGTERM as on Ctrl-C: the broker
     ends and its data directory is removed (the logs stay, as the command says)."""
