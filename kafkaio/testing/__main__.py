@@ -71,12 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fetch_spark_kafka(args.if_possible)
     # SIGTERM (kill, a service manager, timeout) stops the cluster as Ctrl-C does: without
     # this the process ended at once and left the brokers' data (gigabytes after a
-    # benchmark) in the temporary directory
+    # benchmark) in the temporary directory. An interrupt at any point, start-up and the
+    # first prints included, stops the cluster (start() and the with block clean up) and
+    # ends the command normally.
     signal.signal(signal.SIGTERM, _interrupt)
-    with ApacheKafka(args.brokers, version=args.version, keep_directory=True) as cluster:
-        print(f"bootstrap {cluster.bootstrap} (started in {cluster.start_seconds or 0:.1f} s)")
-        print(f"logs under {cluster.directory}; Ctrl-C or SIGTERM stops", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt):
+        with ApacheKafka(args.brokers, version=args.version, keep_directory=True) as cluster:
+            print(f"bootstrap {cluster.bootstrap} (started in {cluster.start_seconds or 0:.1f} s)")
+            print(f"logs under {cluster.directory}; Ctrl-C or SIGTERM stops", flush=True)
             while cluster.running:
                 time.sleep(1)
     return 0
