@@ -2,14 +2,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# The record codec compiled with mypyc (optional: pure Python is used when it is absent).
-ACCEL_SRC := kafkaio/records/varint.py kafkaio/records/record.py kafkaio/records/batch.py \
-	kafkaio/records/builder.py kafkaio/consumer/record.py kafkaio/producer/murmur2.py \
-	kafkaio/producer/future.py kafkaio/producer/batch.py kafkaio/producer/memory.py \
-	kafkaio/producer/partitioner.py kafkaio/producer/accumulator.py kafkaio/producer/appender.py \
-	kafkaio/consumer/iteration.py kafkaio/producer/sender.py kafkaio/producer/idempotence.py \
-	kafkaio/metrics/sensor.py kafkaio/metrics/producer.py kafkaio/metrics/timing.py \
-	kafkaio/protocol/frames.py kafkaio/net/framing.py
+# The modules compiled with mypyc (optional: pure Python is used when they are absent), as
+# listed in kafkaio/_accel_modules.py, which setup.py and the tests read too.
+ACCEL_LIST := kafkaio/_accel_modules.py
+ACCEL_SRC := $(shell $(PYTHON) -I $(ACCEL_LIST))
+ifeq ($(strip $(ACCEL_SRC)),)
+$(error cannot list the compiled modules: '$(PYTHON) -I $(ACCEL_LIST)' printed nothing)
+endif
 ACCEL_STAMP := build/.accel-stamp
 # The Schema Registry the tests use: Apicurio Registry, built by Maven from a pom in the repo
 # into a cache outside the work tree (skipped, and its tests with it, without Java and Maven).
@@ -28,12 +27,15 @@ $(STAMP): pyproject.toml setup.py
 
 install: $(STAMP)
 
-$(ACCEL_STAMP): $(STAMP) $(ACCEL_SRC) setup.py
+# Every extension is removed first: one left from a module taken off the list would shadow
+# its .py.
+$(ACCEL_STAMP): $(STAMP) $(ACCEL_SRC) $(ACCEL_LIST) setup.py
 	@mkdir -p build
+	@find kafkaio -name "*.so" -delete
 	@if KAFKAIO_COMPILE=1 $(PY) setup.py -q build_ext --inplace --force > build/accel.log 2>&1; then \
 		echo "record codec accelerator built (mypyc)"; \
 	else \
-		rm -f kafkaio/*/*.so; \
+		find kafkaio -name "*.so" -delete; \
 		echo "note: record codec accelerator not built (see build/accel.log); using pure Python"; \
 	fi
 	@touch $(ACCEL_STAMP)
@@ -41,7 +43,8 @@ $(ACCEL_STAMP): $(STAMP) $(ACCEL_SRC) setup.py
 accel: $(ACCEL_STAMP)
 
 accel-clean:
-	rm -f kafkaio/*/*.so $(ACCEL_STAMP)
+	find kafkaio -name "*.so" -delete
+	rm -f $(ACCEL_STAMP)
 
 # Apache Kafka's jars for the tests, fetched by Maven into ~/.cache/kafkaio, and the broker's
 # class-data-sharing archive (quicker broker starts); quick when cached. Without Java 17+ or
@@ -97,4 +100,5 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache kafkaio/*/*.so
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache
+	find kafkaio -name "*.so" -delete

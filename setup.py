@@ -1,4 +1,4 @@
-"""Build kafkaio's hot path (the record codec, murmur2, ConsumerRecord) with mypyc.
+"""Build kafkaio's hot path (the modules listed in kafkaio/_accel_modules.py) with mypyc.
 
 Everything else is configured in pyproject.toml. ``python -m build`` and ``pip install``
 compile these modules with mypyc when a C compiler is available (mypy is a build
@@ -11,13 +11,14 @@ Environment variables:
 - ``KAFKAIO_COMPILE=1``: compiling is required; fail the build instead of falling back.
 
 For a development tree, ``make accel`` builds the modules in place (``setup.py build_ext
---inplace``); delete ``kafkaio/*/*.so`` (``make accel-clean``) to go back to pure Python.
-The compiled modules shadow the .py files of the same name.
+--inplace``); delete the ``.so`` files under ``kafkaio/`` (``make accel-clean``) to go back
+to pure Python. The compiled modules shadow the .py files of the same name.
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 import shutil
 import sys
 import tempfile
@@ -27,35 +28,11 @@ from typing import Any
 from setuptools import setup  # type: ignore[import-untyped]
 from setuptools.command.build_ext import build_ext  # type: ignore[import-untyped]
 
-# The hot path: varints, Record, RecordBatch decoding and BatchBuilder, ConsumerRecord, the
-# step of `async for record in consumer`, the producer's per-record path (appender,
-# accumulator, batches, futures, memory, sticky partitioner) and its per-request path (the
-# Sender, idempotence, the request metrics, frame encoding and reading: 7% less CPU per
-# record at 100 B). compression.py and legacy.py stay interpreted (their time is spent in
-# codec libraries or is rare); so do the driver and connections (compiling them as well
-# measured no gain).
-COMPILED_MODULES = [
-    "kafkaio/records/varint.py",
-    "kafkaio/records/record.py",
-    "kafkaio/records/batch.py",
-    "kafkaio/records/builder.py",
-    "kafkaio/consumer/record.py",
-    "kafkaio/consumer/iteration.py",
-    "kafkaio/producer/murmur2.py",
-    "kafkaio/producer/future.py",
-    "kafkaio/producer/batch.py",
-    "kafkaio/producer/memory.py",
-    "kafkaio/producer/partitioner.py",
-    "kafkaio/producer/accumulator.py",
-    "kafkaio/producer/appender.py",
-    "kafkaio/producer/sender.py",
-    "kafkaio/producer/idempotence.py",
-    "kafkaio/metrics/sensor.py",
-    "kafkaio/metrics/producer.py",
-    "kafkaio/metrics/timing.py",
-    "kafkaio/protocol/frames.py",
-    "kafkaio/net/framing.py",
-]
+# The modules to compile: kafkaio/_accel_modules.py, the one list the Makefile and the tests
+# read too. Run as a file, since kafkaio itself cannot be imported here (the build runs
+# before its dependencies are installed).
+_ACCEL_LIST = Path(__file__).resolve().parent / "kafkaio" / "_accel_modules.py"
+COMPILED_MODULES: list[str] = runpy.run_path(str(_ACCEL_LIST))["source_paths"]()
 
 _TRUE = ("1", "true", "yes", "on")
 # setup.py commands that build extensions; metadata and sdist commands need no mypyc run.

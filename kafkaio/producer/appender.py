@@ -8,7 +8,7 @@ one; anything else returns None, and the producer's general path (which can wait
 what is wrong) takes the record. The general path appends through `RecordAppender.add`, so
 both keep the sticky partitioner and the open batches alike.
 
-Compiled with mypyc (setup.py COMPILED_MODULES), as are the classes it touches per record
+Compiled with mypyc (kafkaio/_accel_modules.py), as are the classes it touches per record
 (DeliveryFuture, ProducerBatch, RecordAccumulator, MemoryBudget, DefaultPartitioner,
 BatchBuilder); the .py source is the fallback and behaves the same.
 """

@@ -21,17 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkaio._accel_modules import COMPILED_MODULES, source_paths
 from kafkaio.testing import BrokerInfo
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPILED_MODULES = (
-    "kafkaio/records/varint",
-    "kafkaio/records/record",
-    "kafkaio/records/batch",
-    "kafkaio/records/builder",
-    "kafkaio/consumer/record",
-    "kafkaio/producer/murmur2",
-)
 # What an extra (or a test tool) provides: a module may fail to import for these only.
 OPTIONAL_IMPORTS = {
     "aiohttp",
@@ -128,10 +121,14 @@ def test_the_wheel_carries_the_compiled_codec_and_the_metadata(dist: tuple[Path,
     names = zipfile.ZipFile(wheel).namelist()
     assert "kafkaio/py.typed" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    # the list of compiled modules (the unit tests read it) and their .py fallbacks
+    assert "kafkaio/_accel_modules.py" in names
+    assert [p for p in source_paths() if p not in names] == []
     if not _has_c_compiler():
         pytest.skip("no C compiler here: the build makes a pure-Python wheel")
     for module in COMPILED_MODULES:
-        assert any(n.startswith(module + ".") and n.endswith(".so") for n in names), module
+        path = module.replace(".", "/")
+        assert any(n.startswith(path + ".") and n.endswith(".so") for n in names), module
     assert not wheel.name.endswith("-none-any.whl"), wheel.name
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(metadata).decode()
@@ -149,6 +146,7 @@ def test_the_sdist_has_no_built_files(dist: tuple[Path, Path]) -> None:
     with tarfile.open(dist[0]) as sdist:
         names = sdist.getnames()
     assert any(n.endswith("/setup.py") for n in names)
+    assert any(n.endswith("/kafkaio/_accel_modules.py") for n in names)  # setup.py reads it
     assert any(n.endswith("/LICENSE") for n in names)
     assert not [n for n in names if n.endswith((".so", ".c", ".pyc"))]
 

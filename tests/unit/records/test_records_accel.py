@@ -3,7 +3,8 @@
 When the compiled modules are present the normal run tests them, and this file reruns the
 records suite, the consumer-record, iteration and group-wiring tests, the producer's and the
 metrics' unit tests and the framing and connection-state tests in a subprocess that forces
-the .py sources; stale builds are refused.
+the .py sources; stale builds are refused. The modules are kafkaio/_accel_modules.py's
+COMPILED_MODULES, the list setup.py compiles and the Makefile rebuilds from.
 """
 
 from __future__ import annotations
@@ -11,41 +12,21 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-import kafkaio.records
+import kafkaio
+from kafkaio._accel_modules import COMPILED_MODULES, source_paths
 from kafkaio.records import COMPILED, BatchBuilder, Compression, iter_batches
 
 HERE = Path(__file__).parent
-PACKAGE_DIR = Path(kafkaio.records.__file__).parent.parent
-# The modules setup.py compiles (KAFKAIO_COMPILE=1).
-COMPILED_MODULES = (
-    "records.varint",
-    "records.record",
-    "records.batch",
-    "records.builder",
-    "consumer.record",
-    "consumer.iteration",
-    "producer.murmur2",
-    "producer.future",
-    "producer.batch",
-    "producer.memory",
-    "producer.partitioner",
-    "producer.accumulator",
-    "producer.appender",
-    "producer.sender",
-    "producer.idempotence",
-    "metrics.sensor",
-    "metrics.producer",
-    "metrics.timing",
-    "protocol.frames",
-    "net.framing",
-)
-# The tests rerun on the pure-Python modules.
+# The directory holding kafkaio/: the checkout, or site-packages for an installed wheel.
+ROOT = Path(kafkaio.__file__).parent.parent
+# The tests rerun on the pure-Python modules (COMPILED_MODULES, the modules setup.py compiles).
 PURE_SUITES = (
     HERE,
     HERE.parent / "consumer" / "test_record.py",
@@ -65,7 +46,7 @@ FORCE_PURE_ENV = "KAFKAIO_TEST_FORCE_PURE_RECORDS"
 _PURE_RUNNER = """
 import importlib.machinery, importlib.util, os, sys
 
-PURE = {"kafkaio." + m for m in os.environ["KAFKAIO_TEST_PURE_MODULES"].split(",")}
+PURE = set(os.environ["KAFKAIO_TEST_PURE_MODULES"].split(","))
 
 class PureRecords:
     @staticmethod
@@ -86,14 +67,14 @@ sys.exit(pytest.main(sys.argv[1:]))
 
 def _extension(module: str) -> Path | None:
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        candidate = PACKAGE_DIR / f"{module.replace('.', '/')}{suffix}"
+        candidate = ROOT / f"{module.replace('.', '/')}{suffix}"
         if candidate.exists():
             return candidate
     return None
 
 
 def test_implementation_flag_matches_the_loaded_modules() -> None:
-    loaded = [importlib.import_module(f"kafkaio.{m}").__file__ for m in COMPILED_MODULES]
+    loaded = [importlib.import_module(m).__file__ for m in COMPILED_MODULES]
     compiled = [not str(path).endswith(".py") for path in loaded]
     assert compiled == [COMPILED] * len(loaded)  # all compiled or none
     if os.environ.get(FORCE_PURE_ENV):
@@ -102,17 +83,72 @@ def test_implementation_flag_matches_the_loaded_modules() -> None:
 
 @pytest.mark.skipif(not COMPILED, reason="the mypyc-compiled codec is not built")
 @pytest.mark.skipif(
-    not (PACKAGE_DIR.parent / "setup.py").exists(),
+    not (ROOT / "setup.py").exists(),
     reason="an installed package: its modules were compiled by the wheel's build",
 )
 def test_compiled_modules_are_not_stale() -> None:
     for module in COMPILED_MODULES:
         extension = _extension(module)
         assert extension is not None, f"{module} has no compiled extension"
-        source = PACKAGE_DIR / f"{module.replace('.', '/')}.py"
+        source = ROOT / f"{module.replace('.', '/')}.py"
         assert extension.stat().st_mtime >= source.stat().st_mtime, (
             f"{extension.name} is older than {source.name}: rebuild the accelerator "
             "(KAFKAIO_COMPILE=1 python setup.py build_ext --inplace) or delete the .so files"
+        )
+
+
+def test_every_listed_module_has_its_python_source() -> None:
+    """The list names each module once, and each is a .py of the package (the fallback)."""
+    assert len(set(COMPILED_MODULES)) == len(COMPILED_MODULES)
+    assert all(m.startswith("kafkaio.") for m in COMPILED_MODULES)
+    missing = [path for path in source_paths() if not (ROOT / path).is_file()]
+    assert missing == []
+
+
+@pytest.mark.skipif(not COMPILED, reason="the mypyc-compiled codec is not built")
+def test_the_built_extensions_are_the_listed_modules() -> None:
+    """The build (setup.py) compiled exactly the listed modules: none missing, none extra."""
+    suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)
+    built = set()
+    for path in (ROOT / "kafkaio").rglob("*"):
+        suffix = next((s for s in suffixes if path.name.endswith(s)), None)
+        if suffix is None:
+            continue
+        stem = path.name[: -len(suffix)]
+        # mypyc's per-module runtime (separate=True), and extensions for another Python
+        if stem.endswith("__mypyc") or "." in stem:
+            continue
+        module = path.parent.relative_to(ROOT).as_posix().replace("/", ".")
+        built.add(f"{module}.{stem}")
+    assert built == set(COMPILED_MODULES), (
+        "the compiled extensions differ from kafkaio/_accel_modules.py: rebuild them "
+        "(make accel-clean accel)"
+    )
+
+
+@pytest.mark.skipif(
+    not (ROOT / "Makefile").exists() or shutil.which("make") is None,
+    reason="needs the checkout's Makefile and make",
+)
+def test_make_accel_rebuilds_from_the_listed_sources() -> None:
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-s", "--eval",
+         "print-accel-src: ; @echo $(ACCEL_SRC)", "print-accel-src"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == source_paths()
+
+
+def test_every_compiled_module_has_its_tests_rerun_on_pure_python() -> None:
+    """PURE_SUITES holds unit tests of each compiled module's subpackage."""
+    for module in COMPILED_MODULES:
+        tests = HERE.parent / module.split(".")[1]
+        assert any(s == tests or tests in s.parents for s in PURE_SUITES), (
+            f"no suite under {tests} in PURE_SUITES: add the unit tests of {module}"
         )
 
 
