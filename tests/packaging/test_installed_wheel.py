@@ -278,3 +278,31 @@ def test_the_pure_python_opt_out(tmp_path: Path) -> None:
     assert "KAFKAIO_PURE_PYTHON is set" in result.stdout + result.stderr
     (wheel,) = tmp_path.glob("kafkaio-*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")
+
+
+def test_the_release_wheels_test_command_copies_what_the_unit_tests_import() -> None:
+    """cibuildwheel tests each release wheel with tests/unit run from a copy outside the
+    project (pyproject.toml's test-command): every project package the unit tests import
+    (besides kafkaio, which the wheel provides) must be in that copy."""
+    import ast
+
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    commands = config["tool"]["cibuildwheel"]["test-command"]
+    copied = {
+        word.removeprefix("{project}/")
+        for command in commands
+        if command.startswith("cp ")
+        for word in command.split()
+        if word.startswith("{project}/")
+    }
+    local = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"kafkaio"}
+    imported: set[str] = set()
+    for path in (ROOT / "tests" / "unit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    assert "benchmarks" in local  # the unit tests share a helper with the benchmarks
+    assert imported & local <= copied, f"not copied: {sorted(imported & local - copied)}"
