@@ -69,24 +69,10 @@ FETCH_SESSION = {
 }
 
 
-async def _kafkaio(bootstrap: str, topic: str, group: str, idle: int, protocol: str) -> float:
-    from kafkaio import Consumer
-
-    options: dict[str, Any] = (
-        {"group_protocol": CONSUMER_PROTOCOL}
-        if protocol == CONSUMER_PROTOCOL
-        else {
-            "session_timeout_ms": GROUP_SESSION_TIMEOUT_MS,
-            "heartbeat_interval_ms": GROUP_HEARTBEAT_MS,
-        }
-    )
-    consumer = Consumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        **options,
-    )
+async def _asyncio_member(consumer: Any, topic: str, idle: int, close: str) -> float:
+    """Start `consumer` (kafkaio's or aiokafka's: the same getmany), subscribe, getmany()
+    until the topic's RECORDS records are handed out, poll `idle` more times for POLL_MS,
+    then time its `close` method."""
     await consumer.start()
     try:
         consumer.subscribe([topic])
@@ -99,35 +85,39 @@ async def _kafkaio(bootstrap: str, topic: str, group: str, idle: int, protocol: 
             await consumer.getmany(timeout_ms=POLL_MS)
     finally:
         start = time.perf_counter()
-        await consumer.close()
+        await getattr(consumer, close)()
     return time.perf_counter() - start
+
+
+def _options(bootstrap: str, group: str, protocol: str) -> dict[str, Any]:
+    """kafkaio's and aiokafka's options (the same names) for a member of a new `group`."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+    }
+    if protocol == CONSUMER_PROTOCOL:  # the broker sets the session and heartbeats
+        return {**options, "group_protocol": CONSUMER_PROTOCOL}
+    return {
+        **options,
+        "session_timeout_ms": GROUP_SESSION_TIMEOUT_MS,
+        "heartbeat_interval_ms": GROUP_HEARTBEAT_MS,
+    }
+
+
+async def _kafkaio(bootstrap: str, topic: str, group: str, idle: int, protocol: str) -> float:
+    from kafkaio import Consumer
+
+    consumer = Consumer(**_options(bootstrap, group, protocol))
+    return await _asyncio_member(consumer, topic, idle, "close")
 
 
 async def _aiokafka(bootstrap: str, topic: str, group: str, idle: int, protocol: str) -> float:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=GROUP_HEARTBEAT_MS,
-    )
-    await consumer.start()
-    try:
-        consumer.subscribe([topic])
-        n, deadline = 0, time.monotonic() + 60
-        while n < RECORDS:
-            _in_time(n, deadline)
-            batches = await consumer.getmany(timeout_ms=1000)
-            n += sum(len(records) for records in batches.values())
-        for _ in range(idle):
-            await consumer.getmany(timeout_ms=POLL_MS)
-    finally:
-        start = time.perf_counter()
-        await consumer.stop()
-    return time.perf_counter() - start
+    consumer = AIOKafkaConsumer(**_options(bootstrap, group, protocol))
+    return await _asyncio_member(consumer, topic, idle, "stop")
 
 
 async def _confluent(bootstrap: str, topic: str, group: str, idle: int, protocol: str) -> float:

@@ -166,13 +166,19 @@ public final class KafkaioOracle {
 
     // -- consume -------------------------------------------------------------------------------
 
-    static void consume(Args args) throws Exception {
+    /** A byte-array consumer of --bootstrap that starts from the earliest offset, no auto-commit. */
+    static Properties consumerProps(Args args) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.need("bootstrap"));
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        return props;
+    }
+
+    static void consume(Args args) throws Exception {
+        Properties props = consumerProps(args);
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args.get("isolation", "read_uncommitted"));
         String group = args.get("group", null);
         if (group != null) {
@@ -332,12 +338,7 @@ public final class KafkaioOracle {
         String[] idlePolls = args.get("idle-polls", "0").split(",");
         for (int i = 0; i < idlePolls.length; i++) {
             int idle = Integer.parseInt(idlePolls[i]);
-            Properties props = new Properties();
-            props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.need("bootstrap"));
-            props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
-            props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
-            props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-            props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+            Properties props = consumerProps(args);
             props.put(ConsumerConfig.GROUP_ID_CONFIG, args.need("group") + "-" + i);
             props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.get("protocol", "classic"));
             args.putProps(props);
