@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import (
+    bench_close,
     bench_consume,
     bench_latency,
     bench_memory,
@@ -34,7 +35,9 @@ from benchmarks import (
 from benchmarks.common import APACHE, BOOTSTRAP_ENV, BROKERS, MOCK
 from benchmarks.report import NOTES, Row, environment, suite_table, write_report
 
-SUITES = ("records", "produce", "consume", "latency", "rebalance", "memory", "scale", "spark")
+SUITES = (
+    "records", "produce", "consume", "latency", "rebalance", "close", "memory", "scale", "spark",
+)
 # spark (format("kafkaio") against Spark's Kafka connector on Apache Kafka, about 35 minutes)
 # runs only when asked for: --only spark
 DEFAULT_SUITES = tuple(s for s in SUITES if s != "spark")
@@ -89,6 +92,10 @@ def plan(quick: bool, runs: int | None, bootstrap: str | None) -> dict[str, Suit
         "rebalance": (
             bench_rebalance.describe(),
             lambda: bench_rebalance.suite(rebalance_cases, settle=settle, bootstrap=bootstrap),
+        ),
+        "close": (
+            bench_close.describe(main_runs),
+            lambda: bench_close.suite(runs=main_runs, bootstrap=bootstrap),
         ),
         "memory": (
             bench_memory.describe(scale),

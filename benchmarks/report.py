@@ -144,6 +144,15 @@ _COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("msg_per_s", "msg/s", ",.0f"),
     ],
 }
+# a group member's close(), (a) right after the last record, (b) after idle polls (bench_close)
+_COLUMNS["close"] = [
+    ("close_s", "(a) after the last record: close s", ".3f"),
+    ("close_s_min", "min", ".3f"),
+    ("close_s_max", "max", ".3f"),
+    ("idle_close_s", "(b) after 3 idle polls: close s", ".3f"),
+    ("idle_close_s_min", "min", ".3f"),
+    ("idle_close_s_max", "max", ".3f"),
+]
 # the scale curves' tables (bench_scale): the produce and consume columns
 _COLUMNS["scale: produce"] = _COLUMNS["produce"]
 _COLUMNS["scale: consume"] = _COLUMNS["consume"]

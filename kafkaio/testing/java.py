@@ -8,7 +8,8 @@ a Java consumer (group member under the classic or the consumer protocol, or ass
 or share consumer in a subprocess whose records and rebalance events a test reads while
 kafkaio clients run beside it; ``read_log`` reads a topic at both isolation levels, so
 tests judge what a transactional writer committed, aborted or left open by Java's reader
-rather than kafkaio's. Records carry their bytes, so tests compare what each
+rather than kafkaio's; ``close_times`` times a group member's ``close()`` (the close
+benchmark's Java rows). Records carry their bytes, so tests compare what each
 client wrote and read exactly.
 
 Every process started here is stopped by ``JavaProcess.stop`` (or killed at exit).
@@ -447,6 +448,34 @@ class JavaClients:
         for key, value in (props or {}).items():
             args += ["--prop", f"{key}={value}"]
         return self.start("share-consume", args, name=name or f"share-consumer({group})")
+
+    def close_times(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        records: int,
+        idle_polls: Sequence[int],
+        *,
+        protocol: str = "classic",
+        poll_ms: int = 100,
+        props: dict[str, str] | None = None,
+        timeout: float = 300.0,
+    ) -> list[float]:
+        """How long ``close()`` takes, in seconds, for one Java group member per entry of
+        ``idle_polls`` (in one JVM, one after the other, each in a new group ``group-<i>``):
+        it reads the ``records`` records of ``topic`` from the beginning, polls that many
+        more times for ``poll_ms`` ms, then closes."""
+        args = [
+            "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+            "--protocol", protocol, "--records", str(records),
+            "--idle-polls", ",".join(str(k) for k in idle_polls), "--poll-ms", str(poll_ms),
+        ]  # fmt: skip
+        for key, value in (props or {}).items():
+            args += ["--prop", f"{key}={value}"]
+        with self.start("close-time", args, name=f"close-time({group})") as process:
+            process.wait(timeout)
+            return [float(e["s"]) for e in process.snapshot("close")]
 
     def read_log(self, bootstrap: str, topic: str, *, timeout: float = 120.0) -> JavaLog:
         """``topic`` read by Java's consumer at both isolation levels up to the end offsets

@@ -25,6 +25,11 @@
 //       read_committed, each up to the end offsets it sees when it starts (the high
 //       watermark, then the last stable offset): {"event":"end"} per partition and
 //       isolation level, {"event":"record"} then {"event":"committed"} per record.
+//   close-time --bootstrap B --topic T --group G [--protocol classic|consumer] --records N
+//              [--idle-polls K,K,...] [--poll-ms MS] [--prop k=v]...
+//       for each K, a new group member (group G-<i>, no auto-commit) reads the N records of T
+//       from the beginning, then polls K more times for MS ms (default 100) and times its
+//       close(): {"event":"close","idle_polls":K,"s":seconds} per member.
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -69,6 +74,7 @@ public final class KafkaioOracle {
             case "consume" -> consume(args);
             case "share-consume" -> shareConsume(args);
             case "log" -> log(args);
+            case "close-time" -> closeTime(args);
             default -> throw new IllegalArgumentException("unknown command " + argv[0]);
         }
     }
@@ -160,13 +166,19 @@ public final class KafkaioOracle {
 
     // -- consume -------------------------------------------------------------------------------
 
-    static void consume(Args args) throws Exception {
+    /** A byte-array consumer of --bootstrap that starts from the earliest offset, no auto-commit. */
+    static Properties consumerProps(Args args) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.need("bootstrap"));
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        return props;
+    }
+
+    static void consume(Args args) throws Exception {
+        Properties props = consumerProps(args);
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args.get("isolation", "read_uncommitted"));
         String group = args.get("group", null);
         if (group != null) {
@@ -315,6 +327,43 @@ public final class KafkaioOracle {
             }
         }
         emit("{\"event\":\"done\",\"count\":" + count + ",\"t\":" + System.currentTimeMillis() + "}");
+    }
+
+    // -- close-time ----------------------------------------------------------------------------
+
+    static void closeTime(Args args) throws Exception {
+        String topic = args.need("topic");
+        long records = Long.parseLong(args.need("records"));
+        long pollMs = Long.parseLong(args.get("poll-ms", "100"));
+        String[] idlePolls = args.get("idle-polls", "0").split(",");
+        for (int i = 0; i < idlePolls.length; i++) {
+            int idle = Integer.parseInt(idlePolls[i]);
+            Properties props = consumerProps(args);
+            props.put(ConsumerConfig.GROUP_ID_CONFIG, args.need("group") + "-" + i);
+            props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, args.get("protocol", "classic"));
+            args.putProps(props);
+            KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
+            long nanos;
+            try {
+                consumer.subscribe(List.of(topic));
+                long count = 0;
+                long deadline = System.currentTimeMillis() + 60_000;
+                while (count < records) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw new IllegalStateException("read " + count + " of " + records + " records in 60 s");
+                    }
+                    count += consumer.poll(Duration.ofMillis(1000)).count();
+                }
+                for (int k = 0; k < idle; k++) {
+                    consumer.poll(Duration.ofMillis(pollMs));
+                }
+            } finally {
+                long start = System.nanoTime();
+                consumer.close();
+                nanos = System.nanoTime() - start;
+            }
+            emit("{\"event\":\"close\",\"idle_polls\":" + idle + ",\"s\":" + nanos / 1e9 + "}");
+        }
     }
 
     // -- log ---------------------------------------------------------------------------------
