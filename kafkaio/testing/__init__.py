@@ -6,7 +6,7 @@ The pytest plugin (``kafkaio.testing.plugin``) exposes them as fixtures yielding
 from __future__ import annotations
 
 from kafkaio.testing.apache import ApacheKafka
-from kafkaio.testing.broker_info import FEATURES, BrokerInfo
+from kafkaio.testing.broker_info import FEATURES, BrokerInfo, wait_for_leaders
 from kafkaio.testing.errors import BrokerStartError, MockClusterError
 from kafkaio.testing.eventually import eventually
 from kafkaio.testing.mockcluster import MockCluster
@@ -21,4 +21,5 @@ __all__ = [
     "MockClusterError",
     "TansuBroker",
     "eventually",
+    "wait_for_leaders",
 ]

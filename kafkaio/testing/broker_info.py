@@ -220,6 +220,25 @@ def _leaders_serving(bootstrap: str, name: str, partitions: int) -> bool:
     return True
 
 
+async def wait_for_leaders(
+    bootstrap: str, topic: str, partitions: int, *, timeout: float = 60.0
+) -> None:
+    """Wait until each of ``topic``'s ``partitions`` has a leader that serves it (answers
+    ListOffsets for it without error), e.g. after CreateTopics: Apache Kafka lists a new
+    partition's leader in Metadata before that broker has created the partition's log, and
+    answers Produce with NOT_LEADER_OR_FOLLOWER meanwhile.
+
+    Raises KafkaTimeoutError after ``timeout`` seconds.
+    """
+    try:
+        await asyncio.wait_for(_wait_for_leaders(bootstrap, topic, partitions), timeout)
+    except asyncio.TimeoutError:
+        raise KafkaTimeoutError(
+            f"{topic!r} ({partitions} partitions) on {bootstrap}: some partition still has "
+            f"no leader serving it after {timeout} s"
+        ) from None
+
+
 async def _wait_for_leaders(bootstrap: str, name: str, partitions: int) -> None:
     while True:
         try:

@@ -454,3 +454,44 @@ def test_apache_kafka_skips_with_the_reason_when_java_or_maven_is_missing(
     assert "1 skipped" in output, output
     expected = "Java not found" if missing == "java" else "Maven (mvn) not found"
     assert f"Apache Kafka unavailable: {expected}" in output, output
+
+
+async def test_wait_for_leaders_returns_once_every_partition_takes_produce(
+    apache_kafka: BrokerInfo, unique_topic: str
+) -> None:
+    """After CreateTopics Apache Kafka names a leader for each partition before that broker
+    has created the partition's log; wait_for_leaders returns only once each one serves it:
+    a Produce to every partition right after is accepted (no NOT_LEADER_OR_FOLLOWER)."""
+    from kafkaio import Admin, NewTopic
+    from kafkaio.net import Connection, ConnectionConfig
+    from kafkaio.testing import wait_for_leaders
+    from kafkaio.testing.raw import build_batches, produce
+
+    partitions = 200
+    async with Admin(apache_kafka.bootstrap) as admin:
+        created = await admin.create_topics([NewTopic(unique_topic, partitions, 1)])
+        assert created[unique_topic].error is None
+        await wait_for_leaders(apache_kafka.bootstrap, unique_topic, partitions)
+        info = (await admin.describe_topics([unique_topic]))[unique_topic]
+    host, port = parse_bootstrap(apache_kafka.bootstrap)[0]
+    (leader,) = {p.leader for p in info.partitions}  # one broker
+    conn = await Connection.connect(host, port, ConnectionConfig(), node_id=leader)
+    try:
+        batch = build_batches([(None, b"v")])
+        for partition in range(partitions):
+            assert await produce(conn, unique_topic, partition, batch, acks=1) == [0]
+    finally:
+        await conn.close()
+
+
+async def test_wait_for_leaders_gives_up_after_its_timeout(
+    kafka_broker: BrokerInfo, unique_topic: str
+) -> None:
+    from kafkaio.errors import KafkaTimeoutError
+    from kafkaio.testing import wait_for_leaders
+
+    kafka_broker.skip_unless("create_topics")
+    await kafka_broker.create_topic(unique_topic, 1)
+    with pytest.raises(KafkaTimeoutError, match="after 0.5 s"):
+        # two partitions asked for, one exists: never satisfied
+        await wait_for_leaders(kafka_broker.bootstrap, unique_topic, 2, timeout=0.5)
