@@ -33,8 +33,37 @@ def split_connection_options(
         elif name in own:
             rest[name] = value
         else:
-            known = sorted(CONNECTION_OPTIONS | own)
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise KafkaConfigError(f"{client} has no option {name!r}{hint}")
+            raise KafkaConfigError(f"{client} has no option {name!r}{_hint(name, own)}")
     return ConnectionConfig(**conn), rest
+
+
+# Options of aiokafka, kafka-python or the Java client that kafkaio does not have, and what
+# to do instead (the closest known name would mislead: consumer_timeout_ms is not
+# connect_timeout_ms).
+_INSTEAD = {
+    "retries": "kafkaio retries until a deadline, not a count: delivery_timeout_ms bounds "
+    "a record's retries (the producer), default_api_timeout_ms a call's",
+    "api_version": "kafkaio negotiates each API's version with every broker; remove it",
+    "loop": "kafkaio uses the running event loop; remove it",
+    "bootstrap_servers": "pass it as the client's bootstrap_servers argument",
+    "consumer_timeout_ms": "pass timeout_ms to getmany() instead",
+    "sasl_kerberos_service_name": "GSSAPI (Kerberos) is not supported",
+    "sasl_kerberos_domain_name": "GSSAPI (Kerberos) is not supported",
+    "ssl_cafile": "pass ssl_context=ssl.create_default_context(cafile=...)",
+    "ssl_certfile": "pass an ssl_context with the certificate loaded (load_cert_chain)",
+    "ssl_keyfile": "pass an ssl_context with the key loaded (load_cert_chain)",
+}
+
+
+def _hint(name: str, own: frozenset[str]) -> str:
+    """What to pass instead of the unknown option `name`: kafkaio's snake_case name of a
+    Java-style dotted one, the way to do what another client's option did, or the closest
+    known name."""
+    known = CONNECTION_OPTIONS | own
+    snake = name.replace(".", "_").replace("-", "_").lower()
+    if snake != name and snake in known:
+        return f"; options use snake_case: {snake}=..."
+    if snake in _INSTEAD:
+        return f": {_INSTEAD[snake]}"
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""

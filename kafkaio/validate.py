@@ -11,7 +11,14 @@ from functools import lru_cache
 
 from kafkaio.errors import InvalidTopicError, KafkaConfigError
 
-__all__ = ["MAX_TOPIC_LENGTH", "check_bool", "check_topic", "check_partition"]
+__all__ = [
+    "MAX_TOPIC_LENGTH",
+    "check_bool",
+    "check_topic",
+    "check_partition",
+    "check_max_records",
+    "check_wait_ms",
+]
 
 #: The longest topic name Kafka accepts (a partition directory name must fit in 255 bytes).
 MAX_TOPIC_LENGTH = 249
@@ -54,3 +61,25 @@ def check_partition(partition: object, what: str = "partition") -> int:
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise KafkaConfigError(f"{what} must be an int >= 0, got {partition!r}")
     return partition
+
+
+def check_max_records(max_records: object, call: str) -> None:
+    """Refuse a record limit that is not None or an int >= 1 (0 or less made ``getmany``
+    return {} every time, so a poll loop never got a record and never said why)."""
+    if max_records is not None and (
+        isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
+    ):
+        raise KafkaConfigError(
+            f"{call} max_records must be None or an int >= 1, got {max_records!r}"
+        )
+
+
+def check_wait_ms(timeout_ms: object, call: str) -> None:
+    """Refuse a wait that is not a number of milliseconds >= 0 (as Java's ``poll`` refuses a
+    negative Duration)."""
+    if (
+        isinstance(timeout_ms, bool)
+        or not isinstance(timeout_ms, (int, float))
+        or not timeout_ms >= 0
+    ):
+        raise KafkaConfigError(f"{call} timeout_ms must be a number >= 0, got {timeout_ms!r}")

@@ -8,10 +8,16 @@ from typing import Any
 import anyio
 
 from kafkaio.admin import Admin
-from kafkaio.cli.app import Context
+from kafkaio.cli.app import Context, UsageError
 from kafkaio.consumer import Consumer
-from kafkaio.errors import KafkaTimeoutError, UnknownTopicOrPartitionError, error_for_code
+from kafkaio.errors import (
+    InvalidTopicError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from kafkaio.producer import Producer
+from kafkaio.validate import check_topic
 
 CLIENT_ID = "kafkaio-cli"
 _FETCH_MAX_WAIT_MS = 500
@@ -79,11 +85,23 @@ async def until_shown(admin: Admin, topic: str, *, created: bool, timeout_ms: in
 async def topic_partitions(admin: Admin, topic: str) -> list[int]:
     """The partition indexes of ``topic``; raises UNKNOWN_TOPIC_OR_PARTITION (or the topic's
     own error) when it cannot be used, so a typo never auto-creates a topic."""
+    check_topic_name(topic)
     info = (await admin.describe_topics([topic])).get(topic)
     if info is None or info.error:
         code = info.error if info is not None else UnknownTopicOrPartitionError.code
+        if code != UnknownTopicOrPartitionError.code:
+            raise error_for_code(code)(f"topic {topic!r} cannot be used", topic=topic)
         raise error_for_code(code)(
             f"topic {topic!r} does not exist (create it with `kafkaio topics create {topic}`)",
             topic=topic,
         )
     return [p.partition for p in info.partitions]
+
+
+def check_topic_name(topic: str) -> None:
+    """A usage error for a topic name Kafka refuses (before stdin is read or a broker is
+    asked: a broker answers it as a topic that does not exist)."""
+    try:
+        check_topic(topic)
+    except InvalidTopicError as exc:
+        raise UsageError(str(exc)) from None

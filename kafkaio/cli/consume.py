@@ -336,6 +336,9 @@ async def run(ctx: Context) -> int:
     args = ctx.args
     if args.count is not None and args.count < 0:
         raise UsageError("--count must be 0 or more")
+    for name in args.topics:
+        if not name.startswith("^"):
+            clients.check_topic_name(name)
     render = record_formatter(args.format, args.template, args.key_separator)
     async with ctx.admin() as admin:
         topics = await _topics(ctx, admin)

@@ -352,6 +352,7 @@ async def run(ctx: Context) -> int:
     args = ctx.args
     headers = parse_headers(args.header)
     check_key_separator(args.key_separator)  # before waiting for stdin
+    clients.check_topic_name(args.topic)
     if args.file:
         with open(args.file, "rb") as f:
             data, interrupted = f.read(), False

@@ -100,7 +100,13 @@ from kafkaio.runtime.shell import (
 from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp
-from kafkaio.validate import check_bool, check_partition, check_topic
+from kafkaio.validate import (
+    check_bool,
+    check_max_records,
+    check_partition,
+    check_topic,
+    check_wait_ms,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -1091,6 +1097,8 @@ class Consumer(AsyncClient):
         OffsetOutOfRangeError with auto_offset_reset='none', CorruptRecordError, group
         errors such as GroupAuthorizationFailedError).
         """
+        check_wait_ms(timeout_ms, "getmany()")
+        check_max_records(max_records, "getmany()")
         limit = max_records if max_records is not None else self._config.max_poll_records
         only = frozenset(TopicPartition(*tp) for tp in partitions) if partitions else None
         return await self._poll(limit, only, timeout_ms, from_pending=True)

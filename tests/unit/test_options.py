@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import get_type_hints
+from typing import Any, get_type_hints
 
 import pytest
 
-from kafkaio import Producer
+from kafkaio import Admin, Consumer, Producer
 from kafkaio.admin.core import ADMIN_OPTIONS
 from kafkaio.config import CONNECTION_OPTIONS
 from kafkaio.consumer.config import CONSUMER_OPTIONS
@@ -43,6 +43,42 @@ def test_typed_options_are_the_options_the_clients_accept(typed: type, accepted:
 def test_a_typo_is_still_refused_at_run_time_with_the_closest_name() -> None:
     with pytest.raises(KafkaConfigError, match="did you mean 'linger_ms'"):
         Producer("127.0.0.1:1", lingr_ms=5)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("option", "hint"),
+    [
+        # the closest name misled: consumer_timeout_ms is not connect_timeout_ms
+        ("consumer_timeout_ms", "pass timeout_ms to getmany() instead"),
+        ("retries", "delivery_timeout_ms bounds a record's retries"),
+        ("api_version", "negotiates each API's version"),
+        ("loop", "uses the running event loop"),
+        ("sasl_kerberos_service_name", "GSSAPI (Kerberos) is not supported"),
+        ("ssl_cafile", "ssl_context=ssl.create_default_context(cafile=...)"),
+        ("linger.ms", "options use snake_case: linger_ms=..."),
+        ("enable.auto.commit", "options use snake_case: enable_auto_commit=..."),
+        ("bootstrap.servers", "the client's bootstrap_servers argument"),
+    ],
+)
+def test_another_client_s_option_is_refused_saying_what_to_do_instead(
+    option: str, hint: str
+) -> None:
+    options: dict[str, Any] = {option: 1}
+
+    def make(client: str) -> object:
+        if client == "Producer":
+            return Producer("127.0.0.1:1", **options)
+        if client == "Consumer":
+            return Consumer(bootstrap_servers="127.0.0.1:1", group_id="g", **options)
+        return Admin("127.0.0.1:1", **options)
+
+    only = {"enable.auto.commit": ["Consumer"], "linger.ms": ["Producer"]}
+    clients = only.get(option, ["Producer", "Consumer", "Admin"])
+    for client in clients:
+        with pytest.raises(KafkaConfigError) as info:
+            make(client)
+        assert str(info.value).startswith(f"{client} has no option {option!r}")
+        assert hint in str(info.value)
 
 
 def test_a_type_checker_flags_unknown_and_mistyped_options(tmp_path: Path) -> None:

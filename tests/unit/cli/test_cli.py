@@ -218,6 +218,11 @@ def test_bootstrap_from_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> 
         (["produce", "t", "--acks", "2"], "invalid choice: '2'"),
         (["nosuch"], "invalid choice: 'nosuch'"),
         (["-b", "x:1", "produce", "t", "-K", ""], "-K/--key-separator must not be empty"),
+        # an illegal name was looked up on the broker and reported as a topic that does not
+        # exist, with the advice to create it (`kafkaio topics create bad topic`)
+        (["-b", "x:1", "produce", "bad topic"], "topic name 'bad topic' is illegal"),
+        (["-b", "x:1", "consume", "ok", "a/b", "-e"], "topic name 'a/b' is illegal"),
+        (["-b", "x:1", "consume", "x" * 250], "it is 250 characters long"),
     ],
 )
 def test_usage_errors_exit_2_without_traceback(

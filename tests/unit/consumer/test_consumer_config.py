@@ -3,6 +3,8 @@ group options (subscribe needs a group id, assignment strategies by name or obje
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kafkaio import Admin, Consumer, Producer, TopicPartition
@@ -116,6 +118,31 @@ async def test_calls_needing_the_network_task_fail_before_start() -> None:
     consumer = Consumer(bootstrap_servers="localhost:1")
     with pytest.raises(KafkaError, match="not started"):
         await consumer.getmany()
+
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"max_records": 0}, "max_records must be None or an int >= 1, got 0"),
+        ({"max_records": -1}, "max_records must be None or an int >= 1, got -1"),
+        ({"max_records": 2.5}, "max_records must be None or an int >= 1"),
+        ({"max_records": "3"}, "max_records must be None or an int >= 1"),
+        ({"max_records": True}, "max_records must be None or an int >= 1"),
+        ({"timeout_ms": -5}, "timeout_ms must be a number >= 0, got -5"),
+        ({"timeout_ms": "100"}, "timeout_ms must be a number >= 0"),
+        ({"timeout_ms": float("nan")}, "timeout_ms must be a number >= 0"),
+    ],
+    ids=repr,
+)
+async def test_getmany_refuses_a_record_limit_or_wait_it_cannot_honour(
+    arguments: dict[str, object], message: str
+) -> None:
+    # max_records=0 (or less) returned {} on every call, even with records fetched, so a
+    # poll loop spun without a record and without an error; a str raised a bare TypeError
+    consumer = Consumer(bootstrap_servers="localhost:1")
+    with pytest.raises(KafkaConfigError, match=re.escape(f"getmany() {message}")):
+        await consumer.getmany(**arguments)  # type: ignore[arg-type]
 
 
 async def test_calls_that_choose_what_to_consume_fail_after_close() -> None:
