@@ -103,8 +103,14 @@ async def describe_groups(ctx: Context) -> int:
 
 
 async def lag(ctx: Context) -> int:
+    group = ctx.args.group
     async with ctx.admin() as admin:
-        lags = await admin.group_lag(ctx.args.group)
+        lags = await admin.group_lag(group)
+        # a group without committed offsets and a group that does not exist both have none
+        # (OffsetFetch answers an unknown group with no partitions): say which it is
+        if not lags and not await _group_exists(admin, group):
+            ctx.note(f"group {group!r} does not exist (`kafkaio groups list` lists the groups)")
+            return 1
     if ctx.json:
         emit_json(
             ctx.out,
@@ -134,6 +140,13 @@ async def lag(ctx: Context) -> int:
             ],
         )
     return 0
+
+
+async def _group_exists(admin: Admin, group: str) -> bool:
+    """Whether the coordinator knows ``group``: Kafka 4 answers DescribeGroups for an unknown
+    group with GROUP_ID_NOT_FOUND (KIP-1043), older brokers with the state Dead."""
+    described = (await admin.describe_groups([group])).get(group)
+    return described is not None and described.error is None and described.state != "Dead"
 
 
 async def _partitions(admin: Admin, args: argparse.Namespace) -> list[TopicPartition]:

@@ -478,6 +478,17 @@ def test_groups_commands_with_json(
     assert code == 0 and json.loads(out) == {group: {"error": None}}
 
 
+def test_groups_lag_of_a_group_that_does_not_exist(
+    broker: BrokerInfo, topic: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OffsetFetch answers an unknown group with no partitions, as it answers a group with no
+    committed offsets: `groups lag` tells them apart (it printed an empty table, exit 0)."""
+    b = ("-b", broker.bootstrap)
+    code, out, err = cli(capsys, *b, "groups", "lag", topic + "-no-such-group")
+    assert code == 1 and out == ""
+    assert f"group '{topic}-no-such-group' does not exist" in err
+
+
 def test_cluster_json(broker: BrokerInfo, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "cluster", "--json", "-b", broker.bootstrap)
     described = json.loads(out)
