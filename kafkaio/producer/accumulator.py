@@ -21,6 +21,9 @@ from kafkaio.records.builder import Headers
 # ProduceRequest bytes besides the batches: header, acks, timeout, topic and partition entries.
 REQUEST_OVERHEAD = 128
 PER_PARTITION_OVERHEAD = 16
+# A full batch keeps taking records until it is drained, up to this many times its limit
+# (and never past what one request carries): see RecordAccumulator.
+GROWTH = 4
 
 
 class AppendResult:
@@ -52,6 +55,15 @@ class RecordAccumulator:
     progress, or while a producer waits for memory. Batches not sent ``delivery_timeout_ms``
     after they were created expire. Batches to retry go back to the front of their queue,
     ordered by sequence number, and wait ``retry_at_ms``.
+
+    A batch is full (ready) at ``batch_size`` bytes (its ``limit``), but it takes records
+    until the Sender drains it, up to ``growth`` (GROWTH) times that (never more than one request
+    carries): records the application appends while the network task has not had a turn, or
+    while the partition's requests in flight are at their maximum, travel in the batch that
+    waits anyway instead of in batches queued behind it, so a request carries more when the
+    producer runs ahead of the network (librdkafka forms its batches when it sends, to the
+    same effect). A topic whose grown batch a broker refused as too large (MESSAGE_TOO_LARGE)
+    stops growing batches.
     """
 
     def __init__(
@@ -66,8 +78,12 @@ class RecordAccumulator:
         transactional: bool = False,
         keep_futures: bool = False,
         max_request_size: int = 1024 * 1024,
+        growth: int = GROWTH,
     ) -> None:
+        if growth < 1:
+            raise ValueError(f"growth must be at least 1, got {growth}")
         self.batch_size = batch_size
+        self.growth = growth
         # compressed batches fill up to batch_size bytes compressed (estimated, as Java's)
         self.ratios = CompressionRatios(
             compression, batch_size, max_request_size - REQUEST_OVERHEAD - PER_PARTITION_OVERHEAD
@@ -87,6 +103,9 @@ class RecordAccumulator:
         self._flushes = 0
         self.closing = False
         self._drain_index: dict[int, int] = {}
+        # the most uncompressed bytes a batch may grow to (see the class docstring)
+        self.max_capacity = max(batch_size, self.ratios.max_batch_bytes)
+        self._fixed_topics: set[str] = set()  # refused a grown batch: no growth
 
     # -- application side ----------------------------------------------------------------
 
@@ -119,9 +138,9 @@ class RecordAccumulator:
                     if self.keep_futures:
                         batch.futures.append(fut)
                     batch.reserved_bytes += reserved
-                    full = batch.builder.size_in_bytes() >= batch.limit
+                    full = not batch.full and batch.builder.size_in_bytes() >= batch.limit
                     if full:
-                        self.close(batch)
+                        batch.full = True
                     return AppendResult(fut, batch, size, False, full)
                 self.close(batch)
         if now is None:
@@ -130,7 +149,7 @@ class RecordAccumulator:
         limit = self.ratios.batch_limit(tp.topic)
         builder = BatchBuilder(
             compression=self.compression,
-            batch_size=limit,
+            batch_size=self.capacity(tp.topic, limit),
             is_transactional=self.transactional,
         )
         batch = ProducerBatch(tp, builder, now, now + self.delivery_timeout_ms, limit)
@@ -144,8 +163,14 @@ class RecordAccumulator:
         self._incomplete[batch] = None
         full = builder.size_in_bytes() >= limit
         if full:
-            self.close(batch)
+            batch.full = True
         return AppendResult(fut, batch, size, True, full or len(dq) > 1)
+
+    def capacity(self, topic: str, limit: int) -> int:
+        """The uncompressed bytes a new batch of ``topic`` full at ``limit`` may grow to."""
+        if topic in self._fixed_topics:
+            return limit
+        return max(limit, min(limit * self.growth, self.max_capacity))
 
     def last_batch(self, tp: TopicPartition) -> ProducerBatch | None:
         """The newest batch queued for ``tp`` (open or not), None if none is queued."""
@@ -195,7 +220,7 @@ class RecordAccumulator:
             head = dq[0]
             if head.attempts:
                 wait = head.retry_at_ms - now
-            elif urgent or head.closed or len(dq) > 1:
+            elif urgent or head.full or head.closed or len(dq) > 1:
                 wait = 0.0
             else:
                 wait = head.created_ms + linger - now
@@ -268,6 +293,8 @@ class RecordAccumulator:
         whole, was refused again and split again until its delivery timeout.)"""
         payload = batch.payload()
         uncompressed = batch.size_in_bytes()
+        if uncompressed > batch.limit:
+            self._fixed_topics.add(batch.tp.topic)  # it grew past its limit: grow no more
         self.ratios.reset(batch.tp.topic, len(payload) / max(1, uncompressed))
         records = [r for b in iter_batches(payload) for r in b]
         assert len(records) > 1, "a batch of one record cannot be split"

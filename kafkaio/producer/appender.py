@@ -170,8 +170,8 @@ class RecordAppender:
                         sticky.produced_bytes += record_size
                         if sticky.produced_bytes >= slot.limit:
                             self._share_done(topic, slot, route)
-                        if builder.size_in_bytes() >= slot.limit:
-                            self.accumulator.close(batch)
+                        if not batch.full and builder.size_in_bytes() >= slot.limit:
+                            batch.full = True
                             self.on_added(batch.tp, False, True)
                         return future
             chosen = self.partitioner.partition(topic, None, route.partitions, route.available)
@@ -198,8 +198,8 @@ class RecordAppender:
                     last.futures.append(future)
                 last.reserved_bytes += size
                 memory.used += size
-                if builder.size_in_bytes() >= last.limit:
-                    self.accumulator.close(last)
+                if not last.full and builder.size_in_bytes() >= last.limit:
+                    last.full = True
                     self.on_added(tp, False, True)
                 return future
         memory.used += size

@@ -43,6 +43,7 @@ class ProducerBatch:
         "with_callbacks",
         "in_flight",
         "closed",
+        "full",
         "done",
         "error",
         "base_offset",
@@ -80,7 +81,10 @@ class ProducerBatch:
         self.futures: list[DeliveryFuture] = []
         self.with_callbacks: list[DeliveryFuture] = []
         self.in_flight = False
-        self.closed = False  # no more appends (full, drained or being retried)
+        self.closed = False  # no more appends (drained, at its capacity, or being retried)
+        # `limit` reached: ready to send; it takes more records until it is drained (see
+        # RecordAccumulator: a full batch grows while it waits for the network task)
+        self.full = False
         self.done = False
         self.error: BaseException | None = None
         self.base_offset = -1

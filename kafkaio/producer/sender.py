@@ -201,7 +201,7 @@ class Sender:
 
     def _may_send(self, batch: ProducerBatch) -> bool:
         if batch.tp in self._tp_in_flight and not (
-            batch.closed and not batch.attempts and self.may_send_full(batch.tp)
+            (batch.full or batch.closed) and not batch.attempts and self.may_send_full(batch.tp)
         ):
             return False  # see the class docstring: only full, new batches are sent ahead
         txn = self.transactions

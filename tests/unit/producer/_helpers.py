@@ -85,6 +85,7 @@ class Harness:
             linger_ms=self.config.linger_ms,
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             memory=self.memory,
+            growth=1,  # batches of exactly batch_size: the tests count them
         )
         backoff = ExponentialBackoff(
             self.config.retry_backoff_ms, self.config.retry_backoff_max_ms, jitter=0

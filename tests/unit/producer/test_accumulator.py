@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.producer.accumulator import RecordAccumulator
 from kafkaio.producer.appender import RecordAppender, TopicRoute
@@ -19,13 +21,18 @@ T2 = TopicPartition("t", 2)
 LEADERS = {T0: 1, T1: 1, T2: 2}
 
 
-def make(batch_size: int = 1000, linger_ms: float = 10, memory: int = 1 << 20) -> RecordAccumulator:
+def make(
+    batch_size: int = 1000, linger_ms: float = 10, memory: int = 1 << 20, growth: int = 1
+) -> RecordAccumulator:
+    """An accumulator whose batches hold exactly ``batch_size`` bytes (``growth`` 1; the
+    growth of full batches has its own tests below)."""
     return RecordAccumulator(
         batch_size=batch_size,
         compression=Compression.NONE,
         linger_ms=linger_ms,
         delivery_timeout_ms=5000,
         memory=MemoryBudget(memory),
+        growth=growth,
     )
 
 
@@ -180,6 +187,7 @@ def _fill_complete_and_drop() -> None:
         delivery_timeout_ms=5000,
         memory=MemoryBudget(1 << 20),
         clock=lambda: 0.0,
+        growth=1,  # a batch closes when full
     )
     added: list[tuple[TopicPartition, bool, bool]] = []
     appender = RecordAppender(
@@ -218,3 +226,59 @@ def _fill_complete_and_drop() -> None:
 
 def _no_general(*args: object) -> DeliveryFuture:
     raise AssertionError("the general path is not used here")
+
+
+def test_a_full_batch_grows_until_drained_up_to_growth_times_its_size() -> None:
+    acc = make(batch_size=1000, growth=4)
+    add(acc, T0, now=0)
+    (batch,) = acc.queued_batches()
+    while batch.size_in_bytes() < 1000:
+        assert not batch.full and acc.ready(0, LEADERS.get)[0] == {}  # lingers
+        add(acc, T0, now=0)
+    assert batch.full and not batch.closed
+    assert acc.ready(0, LEADERS.get)[0] == {1: [T0]}  # ready at once, and still taking records
+    while len(acc.queued_batches()) == 1:
+        add(acc, T0, now=0)
+    first, second = acc.queued_batches()
+    assert first is batch and first.closed and second.record_count == 1
+    assert 4000 - 60 < first.size_in_bytes() <= 4000  # grown to 4x batch_size
+    # drained, a batch takes no more records: the next go to the batch behind it
+    assert acc.drain(1, [T0], 1 << 20, 0, lambda b: True) == [first]
+    add(acc, T0, now=0)
+    assert second.record_count == 2 and first.closed
+
+
+def test_a_batch_grows_no_further_than_a_request_carries() -> None:
+    acc = RecordAccumulator(
+        batch_size=1000,
+        compression=Compression.NONE,
+        linger_ms=10,
+        delivery_timeout_ms=5000,
+        memory=MemoryBudget(1 << 20),
+        max_request_size=2000,
+    )
+    assert acc.capacity("t", 1000) == 2000 - 128 - 16
+    assert acc.capacity("t", 5000) == 5000  # a limit above it is kept
+
+
+def test_a_topic_whose_grown_batch_was_refused_as_too_large_grows_no_more() -> None:
+    acc = make(batch_size=1000, growth=4)
+    other = TopicPartition("u", 0)
+    while len(acc.queued_batches()) < 2:
+        add(acc, T0, now=0)
+    grown = acc.queued_batches()[0]
+    (drained,) = acc.drain(1, [T0], 1 << 20, 0, lambda b: True)
+    assert drained is grown and grown.size_in_bytes() > 1000
+    parts = acc.split(grown, 0)  # MESSAGE_TOO_LARGE
+    assert all(p.size_in_bytes() <= 1000 for p in parts)
+    assert acc.capacity("t", 1000) == 1000 and acc.capacity("u", 1000) == 4000
+    acc2_batches_before = len(acc.queued_batches())
+    for _ in range(40):
+        add(acc, other, now=0)
+    assert len([b for b in acc.queued_batches() if b.tp == other]) == 1  # u still grows
+    assert len(acc.queued_batches()) == acc2_batches_before + 1
+
+
+def test_growth_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="growth must be at least 1"):
+        make(growth=0)

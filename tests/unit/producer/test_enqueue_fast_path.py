@@ -94,20 +94,21 @@ def contents(producer: Producer) -> dict[TopicPartition, list[list[tuple[int, by
 async def test_keyless_records_fill_batches_with_correct_futures() -> None:
     producer = running_producer()
     before = time.time_ns() // 1_000_000
-    futures = [await producer.enqueue(TOPIC, b"v%03d" % i) for i in range(100)]
+    # 1 KiB batches, which grow to 4 KiB while not drained: 500 records fill two
+    futures = [await producer.enqueue(TOPIC, b"v%03d" % i) for i in range(500)]
     after = time.time_ns() // 1_000_000
     assert producer._appender.open  # the fast path took the later records
     batches = queued(producer)[TopicPartition(TOPIC, 0)]
-    assert len(batches) > 1 and all(b.closed for b in batches[:-1])
-    assert sum(b.record_count for b in batches) == 100
+    assert len(batches) > 1 and all(b.closed and b.full for b in batches[:-1])
+    assert sum(b.record_count for b in batches) == 500
     assert producer._memory.used == sum(b.reserved_bytes for b in batches)
-    assert producer._memory.used == 100 * BatchBuilder.estimate_size_in_bytes(None, b"v000")
+    assert producer._memory.used == 500 * BatchBuilder.estimate_size_in_bytes(None, b"v000")
     offset = 1000
     for batch in batches:
         assert batch.complete(offset, -1)
         offset += batch.record_count
     results = [f.result() for f in futures]
-    assert [r.offset for r in results] == list(range(1000, 1100))
+    assert [r.offset for r in results] == list(range(1000, 1500))
     assert all(before <= r.timestamp <= after for r in results)
     assert {(r.serialized_key_size, r.serialized_value_size) for r in results} == {(-1, 4)}
     # a full batch woke the network task, and the next enqueue yields to it first
@@ -307,15 +308,15 @@ async def test_a_full_batch_wakes_the_network_task_only_if_it_can_be_sent(
     if producer._sender.idempotence.enabled:  # a batch of tp was acknowledged before
         producer._sender.idempotence._last_acked[tp] = 0  # (a first batch goes alone)
     before = driver.wakeups
-    for _ in range(12):  # fills several 1 KiB batches
+    for _ in range(40):  # fills several batches (1 KiB: full; they grow to 4 KiB)
         await producer.enqueue(TOPIC, value, key)
-    full = [b for b in queued(producer)[tp] if b.closed]
+    full = [b for b in queued(producer)[tp] if b.full]
     assert full, "the records should have filled a batch"
     assert len(queued(producer)[tp]) > 2  # new batches were opened, none woke the driver
     assert driver.wakeups == before
     assert not producer._yield_next
     in_flight[tp].pop()  # a response came: the next full batch may be sent ahead
-    for _ in range(6):  # a 1 KiB batch holds at most 3 of these records
+    for _ in range(20):  # a batch is full at 4 of these records and closes at about 13
         await producer.enqueue(TOPIC, value, key)
         if producer._yield_next:
             break
@@ -343,3 +344,22 @@ async def test_a_record_waiting_for_memory_wakes_the_network_task_only_if_nothin
         await producer.enqueue(TOPIC, b"v" * 100)
     assert driver.wakeups == before + 1
     assert memory.used == memory.limit and memory.waiters == 0
+
+
+@pytest.mark.parametrize("key", [None, b"k"])  # the keyless and the keyed fast path
+async def test_a_full_batch_takes_records_until_it_is_drained(key: bytes | None) -> None:
+    """A batch full at batch_size (1 KiB) is ready, and the records appended before the
+    network task drains it go into it (up to 4x batch_size), not into batches queued
+    behind it; once drained, the next record opens a new batch."""
+    producer = running_producer()
+    tp = TopicPartition(TOPIC, 0)
+    for _ in range(8):  # 8 x 300 B: past 1 KiB, within 4 KiB
+        await producer.enqueue(TOPIC, b"v" * 300, key)
+    (batch,) = queued(producer)[tp]
+    assert batch.full and not batch.closed and batch.record_count == 8
+    ready, _, _ = producer._accumulator.ready(0.0, lambda tp: 1)
+    assert ready == {1: [tp]}
+    assert producer._accumulator.drain(1, [tp], 1 << 20, 0.0, lambda b: True) == [batch]
+    await producer.enqueue(TOPIC, b"after", key)
+    (after,) = queued(producer)[tp]
+    assert after is not batch and after.record_count == 1 and batch.record_count == 8

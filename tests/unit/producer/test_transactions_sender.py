@@ -57,6 +57,7 @@ class TxnHarness:
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             memory=self.memory,
             transactional=True,
+            growth=1,  # batches of exactly batch_size: the tests count them
         )
         backoff = ExponentialBackoff(100, 1000, jitter=0)
         self.idem = IdempotenceManager(
