@@ -56,7 +56,8 @@ class DeliveryFuture:
 
     @property
     def batch_closed(self) -> bool:
-        """True once the record's batch takes no more records (full, or sent)."""
+        """True once the record's batch takes no more records (sent, or at its capacity:
+        a full batch takes records until it is sent, see RecordAccumulator)."""
         return self._batch.closed
 
     def exception(self) -> BaseException | None:
