@@ -257,7 +257,7 @@ class FetchManager:
                 continue
             by_node.setdefault(node, []).append((tp, start))
         if need_metadata:
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)
         for node in held.intersection(by_node):
             # Only caught-up partitions left to ask for: the broker would hold that request
             # for fetch_max_wait_ms, and the held partitions could not be fetched meanwhile
@@ -434,7 +434,7 @@ class FetchManager:
             if code in SESSION_ERRORS:
                 # the session is lost or out of step: the next request (full) starts anew
                 if code == FETCH_SESSION_TOPIC_ID_ERROR:
-                    self._metadata.request_update()
+                    self._metadata.request_update(reset_backoff=False)
                 return
             if code:
                 error = error_for_code(code)(None, node=node)
@@ -530,7 +530,7 @@ class FetchManager:
             leader = part.current_leader
             if leader.leader_epoch >= 0:
                 self._metadata.observe_leader_epoch(tp, leader.leader_epoch)
-            self._awaiting_metadata[tp] = self._metadata.request_update()
+            self._awaiting_metadata[tp] = self._metadata.request_update(reset_backoff=False)
             return
         attempts = 1 if cls.retriable else 10
         self._partition_retry_at[tp] = now + self._backoff.delay_ms(attempts)
@@ -570,4 +570,4 @@ class FetchManager:
         if isinstance(error, KafkaConnectionError) or (
             isinstance(error, KafkaError) and type(error).invalid_metadata
         ):
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)

@@ -41,6 +41,13 @@ class MetadataManager:
     as the Java client does (a producer that meets 100 new topics one after the other would
     otherwise wait `retry_backoff_ms` for each).
 
+    As in the Java client, responses that show no newer leader epoch (and no new partition
+    or recreated topic) count as equivalent: while a client keeps asking for updates to
+    retry a request (``request_update(reset_backoff=False)``, e.g. a broker answering
+    NOT_LEADER_OR_FOLLOWER while the metadata still names it), the refreshes back off
+    exponentially from `retry_backoff_ms` to `retry_backoff_max_ms`. A response with a newer
+    epoch, new topics of interest, a failure or an expired snapshot start the count over.
+
     Each published snapshot has a larger `version` than the one before, so a caller can wait
     for "a snapshot newer than v" (see `request_update`).
     """
@@ -81,6 +88,8 @@ class MetadataManager:
         self._last_success_ms: float | None = None
         self._next_allowed_ms = -math.inf
         self._attempts = 0
+        self._equivalent = 0  # responses in a row that showed no newer leader epoch
+        self._equivalent_until_ms = -math.inf  # their backoff, from the last response
         self._last_error: BaseException | None = None
         self._listeners: list[Callable[[], None]] = []
 
@@ -167,12 +176,19 @@ class MetadataManager:
             self._update_seq += 1
         self._all_topics = enabled
 
-    def request_update(self) -> int:
+    def request_update(self, *, reset_backoff: bool = True) -> int:
         """Ask for a full refresh as soon as the backoff allows (e.g. on NOT_LEADER).
+
+        ``reset_backoff=False`` (to retry an operation: a leader moved) keeps the backoff of
+        equivalent responses (see the class docstring), so a broker that keeps answering
+        NOT_LEADER_OR_FOLLOWER while the metadata does not change is not met with a refresh
+        every `retry_backoff_ms`; True (new metadata is wanted) starts it over.
 
         Returns a version v: any snapshot with `version > v` was built from a request sent
         after this call (a request already in flight does not count).
         """
+        if reset_backoff:
+            self._reset_equivalent()
         self._update_requested = True
         self._update_seq += 1
         if self._in_flight is not None:
@@ -206,16 +222,31 @@ class MetadataManager:
             due = self._last_success_ms + self._max_age_ms - now
         if self._new_topics and self._attempts == 0:
             return 0.0  # the last request went well: new topics need not wait
-        return max(due, self._next_allowed_ms - now, 0.0)
+        allowed = self._next_allowed_ms
+        if self._equivalent_until_ms > allowed:
+            # equivalent responses: but an expiring snapshot is refreshed on time
+            expires = math.inf if self._last_success_ms is None else (
+                self._last_success_ms + self._max_age_ms
+            )
+            allowed = max(allowed, min(self._equivalent_until_ms, expires))
+        return max(due, allowed - now, 0.0)
+
+    def _expired(self, now: float) -> bool:
+        last = self._last_success_ms
+        return last is None or now >= last + self._max_age_ms
+
+    def _reset_equivalent(self) -> None:
+        self._equivalent = 0
+        self._equivalent_until_ms = -math.inf
 
     def poll(self, now: float) -> PollResult:
         """Return the MetadataRequest to send now, if any, and when to poll next."""
         wait = self.time_to_next_update(now)
         if wait > 0:
             return PollResult([], wait)
-        expired = (
-            self._last_success_ms is None or now >= self._last_success_ms + self._max_age_ms
-        )
+        expired = self._expired(now)
+        if expired:
+            self._reset_equivalent()  # as Java: a periodic refresh starts the count over
         full = self._update_requested or expired or self._all_topics or not self._pending_topics
         topics: frozenset[str] | None
         if not full:
@@ -275,6 +306,11 @@ class MetadataManager:
             self._update_requested = False
         self._attempts = self._attempts + 1 if retry else 0
         self._next_allowed_ms = now + self._retry_delay_ms()
+        if _newer_epochs(previous, snapshot, response):
+            self._reset_equivalent()
+        else:
+            self._equivalent += 1
+            self._equivalent_until_ms = now + self._backoff.delay_ms(self._equivalent - 1)
 
     def _on_complete(self, now: float, response: object, error: BaseException | None) -> None:
         if error is not None:
@@ -292,6 +328,7 @@ class MetadataManager:
 
     def _failed(self, now: float, error: BaseException) -> None:
         self._last_error = error
+        self._reset_equivalent()  # as Java: failures back off by their own count
         self._attempts += 1
         self._next_allowed_ms = now + self._retry_delay_ms()
 
@@ -307,6 +344,7 @@ class MetadataManager:
                 self._pending_topics.add(name)
             if info is None:
                 self._new_topics = True
+                self._reset_equivalent()
 
     def _forget(self, removed: set[str]) -> None:
         if not removed:
@@ -350,3 +388,29 @@ class MetadataManager:
             elif self._all_topics or tp.topic in self._topics:
                 behind.add(tp.topic)
         return behind
+
+
+def _newer_epochs(
+    previous: ClusterMetadata, snapshot: ClusterMetadata, response: MetadataResponse
+) -> bool:
+    """Whether `response` made progress, as the Java client judges it: a partition of a
+    topic in it is new, has a newer leader epoch or none (an old broker, a partition in
+    error), or its topic was recreated (a new topic id)."""
+    old_topics, new_topics = previous.topics, snapshot.topics
+    for t in response.topics:
+        name = t.name if t.name is not None else snapshot.topic_name(t.topic_id)
+        if name is None:
+            continue
+        info = new_topics.get(name)
+        old = old_topics.get(name)
+        if info is None or info is old:  # unchanged (shared) or dropped
+            continue
+        if old is None or old.topic_id != info.topic_id:
+            if info.partitions:
+                return True
+            continue
+        for p in info.partitions:
+            before = previous.leader_epoch(p.tp)
+            if p.leader_epoch is None or before is None or p.leader_epoch > before:
+                return True
+    return False

@@ -167,7 +167,7 @@ class Sender:
         ready, ready_wait, unknown = self._acc.ready(now, cluster.leader_for)
         next_ms = min(next_ms, ready_wait)
         if unknown:
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)
             if not self._unknown_leader_logged:
                 self._unknown_leader_logged = True
                 log.info("waiting for metadata: a partition with records has no known leader")
@@ -302,7 +302,8 @@ class Sender:
             batch.in_flight = False
         if error is not None:
             if isinstance(error, KafkaError) and error.retriable:
-                self._metadata.request_update()  # the leader may have moved or died
+                # the leader may have moved or died
+                self._metadata.request_update(reset_backoff=False)
             for batch in batches:
                 self._on_error(batch, error, now)
             return
@@ -405,7 +406,7 @@ class Sender:
             self._fail(batch, self._expired_error(batch, now, error), now)
             return
         if isinstance(error, KafkaError) and error.invalid_metadata:
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)
         if batch.attempts == 0:
             log.info("retrying records for %s after %s", batch.tp, error)
         batch.last_error = error

@@ -270,7 +270,7 @@ class ShareFetchManager:
                     continue
                 by_node.setdefault(leader, set()).add(tp)
         if missing:
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)
         return by_node
 
     def _pending_acks(self, session: ShareSession) -> list[TopicPartition]:
@@ -392,7 +392,7 @@ class ShareFetchManager:
         for topic in response.responses:
             name = cluster.topic_name(topic.topic_id)
             if name is None:
-                self._metadata.request_update()
+                self._metadata.request_update(reset_backoff=False)
                 continue
             for part in topic.partitions:
                 tp = TopicPartition(name, part.partition_index)
@@ -584,7 +584,7 @@ class ShareFetchManager:
         ):
             self._errors.append(kafka_error)
         if isinstance(error, KafkaError) and error.invalid_metadata:
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)
         # Any failed request leaves the session in doubt: open a new one (epoch 0). The
         # broker releases the records of the old session, so their acknowledgements fail.
         log.info("share session on node %d reset after %r", session.node_id, error)
@@ -602,7 +602,7 @@ class ShareFetchManager:
     def _partition_error(self, tp: TopicPartition, code: int, message: str | None) -> None:
         error = error_for_code(code)(message, topic=tp.topic, partition=tp.partition)
         if code in _METADATA_ERRORS or error.invalid_metadata:
-            self._metadata.request_update()
+            self._metadata.request_update(reset_backoff=False)
             log.debug("share fetch of %s: %r; refreshing metadata", tp, error)
         elif not error.retriable:
             self._errors.append(error)

@@ -427,3 +427,79 @@ def test_round_trip_through_wire_bytes() -> None:
     orders_id = c.topic_id("orders")
     assert orders_id is not None and c.topic_name(orders_id) == "orders"
     assert isinstance(m.topic_errors()["secret"], TopicAuthorizationFailedError)
+
+
+def _equivalent_chain(m: MetadataManager, now: float, count: int) -> tuple[list[float], float]:
+    """Ask for `count` retry updates in a row, each answered like the last; return the waits."""
+    waits = []
+    for _ in range(count):
+        m.request_update(reset_backoff=False)
+        wait = idle(m, now)
+        waits.append(wait)
+        now += wait
+        send(m, now)
+        m.on_response(now, ok("a"))
+    return waits, now
+
+
+def test_equivalent_responses_back_off_exponentially_to_the_max() -> None:
+    # A broker keeps answering NOT_LEADER_OR_FOLLOWER while the metadata shows no change:
+    # as Java's Metadata, refreshes back off from retry_backoff_ms to retry_backoff_max_ms.
+    m = manager(("a",), retry_backoff_ms=100, retry_backoff_max_ms=1000)
+    send(m, 0)
+    m.on_response(0, ok("a"))  # the first answer is news: no equivalent backoff yet
+    waits, _ = _equivalent_chain(m, 0, 7)
+    assert waits == [100, 100, 200, 400, 800, 1000, 1000]
+
+
+def test_a_newer_leader_epoch_resets_the_equivalent_backoff() -> None:
+    m = manager(("a",), retry_backoff_ms=100, retry_backoff_max_ms=1000)
+    send(m, 0)
+    m.on_response(0, ok("a"))
+    _, now = _equivalent_chain(m, 0, 4)
+    m.request_update(reset_backoff=False)
+    assert idle(m, now) == 800
+    now += 800
+    send(m, now)
+    m.on_response(now, response(topic("a", partition(0, leader=2, epoch=2))))  # moved
+    m.request_update(reset_backoff=False)
+    assert idle(m, now) == 100  # the first refresh after a real change is not slowed down
+    send(m, now + 100)
+    m.on_response(now + 100, response(topic("a", partition(0, leader=2, epoch=2))))
+    m.request_update(reset_backoff=False)
+    assert idle(m, now + 100) == 100  # equivalent again: the count starts over
+
+
+def test_a_request_for_new_metadata_resets_the_equivalent_backoff() -> None:
+    m = manager(("a",), retry_backoff_ms=100, retry_backoff_max_ms=1000)
+    send(m, 0)
+    m.on_response(0, ok("a"))
+    _, now = _equivalent_chain(m, 0, 5)
+    m.request_update()  # reset_backoff=True: new metadata is wanted
+    assert idle(m, now) == 100
+    _, now = _equivalent_chain(m, now, 5)
+    m.add_topics(["b"])  # a new topic is fetched at once
+    assert names(send(m, now)) == ["b"]
+
+
+def test_a_failure_or_an_expired_snapshot_resets_the_equivalent_backoff() -> None:
+    m = manager(("a",), retry_backoff_ms=100, retry_backoff_max_ms=1000, metadata_max_age_ms=5000)
+    send(m, 0)
+    m.on_response(0, ok("a"))
+    _, now = _equivalent_chain(m, 0, 4)  # waits of 100, 100, 200, 400 ms
+    m.request_update(reset_backoff=False)
+    assert idle(m, now) == 800
+    send(m, now + 800)
+    m.on_failure(now + 800, KafkaConnectionError("connection reset"))
+    m.request_update(reset_backoff=False)
+    assert idle(m, now + 800) == 100  # failures count on their own, from the base
+    m = manager(("a",), retry_backoff_ms=100, retry_backoff_max_ms=10_000, metadata_max_age_ms=1000)
+    send(m, 0)
+    m.on_response(0, ok("a"))
+    _, now = _equivalent_chain(m, 0, 5)  # the next equivalent backoff is 1,600 ms
+    m.request_update(reset_backoff=False)
+    assert idle(m, now) == 1000  # the snapshot expires first (max age 1,000 ms)
+    assert names(send(m, now + 1000)) == ["a"]
+    m.on_response(now + 1000, ok("a"))
+    m.request_update(reset_backoff=False)
+    assert idle(m, now + 1000) == 100  # a periodic refresh starts the count over
