@@ -6,9 +6,10 @@ Sans-I/O: a snapshot is built from a MetadataResponse with `ClusterMetadata.with
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import operator
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -243,6 +244,64 @@ class ClusterMetadata:
         return self._updated(
             brokers, topics, controller_id, response.cluster_id, version, now, changed, removed
         )
+
+    def with_leaders(
+        self,
+        leaders: Mapping[TopicPartition, tuple[int, int]],
+        nodes: Iterable[BrokerNode],
+        now: float,
+        version: int,
+    ) -> tuple[ClusterMetadata, list[TopicPartition]]:
+        """KIP-951: a snapshot with the partitions' new leaders from a Produce or Fetch
+        answer, ``leaders[tp] = (leader id, leader epoch)``, and the brokers in `nodes` added
+        (or updated); returns it with the partitions that moved (self when none did).
+
+        As the Java client's ``Metadata.updatePartitionLeadership``, a leader is taken only
+        if its epoch is newer than the cached one, the partition is cached, and the leader is
+        a known broker or one of `nodes`; replicas and ISR stay as they were.
+        """
+        brokers: dict[int, BrokerNode] = dict(self.brokers)
+        for node in nodes:
+            brokers[node.node_id] = node
+        moved: list[TopicPartition] = []
+        by_topic: dict[str, dict[int, PartitionInfo]] = {}
+        for tp, (leader, epoch) in leaders.items():
+            current = self._partitions.get(tp)
+            if current is None or leader < 0 or epoch < 0 or leader not in brokers:
+                continue
+            if current.leader_epoch is not None and epoch <= current.leader_epoch:
+                continue
+            by_topic.setdefault(tp.topic, {})[tp.partition] = dataclasses.replace(
+                current, leader=leader, leader_epoch=epoch
+            )
+            moved.append(tp)
+        if not moved:
+            return self, moved
+        topics = dict(self.topics)
+        for name, updates in by_topic.items():
+            info = topics[name]
+            parts = tuple(updates.get(p.partition, p) for p in info.partitions)
+            topics[name] = dataclasses.replace(info, partitions=parts)
+        if brokers == self.brokers:
+            brokers_map: Mapping[int, BrokerNode] = self.brokers
+        else:
+            brokers_map = brokers
+        if brokers_map.keys() != self.brokers.keys():
+            snapshot = ClusterMetadata(
+                brokers_map, topics, self.controller_id, self.cluster_id, version, now
+            )
+        else:
+            snapshot = self._updated(
+                brokers_map,
+                topics,
+                self.controller_id,
+                self.cluster_id,
+                version,
+                now,
+                list(by_topic),
+                [],
+            )
+        return snapshot, moved
 
     def _updated(
         self,

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkaio.backoff import ExponentialBackoff
 from kafkaio.errors import BrokerResponseError, KafkaConfigError, KafkaError, error_for_code
-from kafkaio.metadata.cluster import ClusterMetadata, TopicPartition
+from kafkaio.metadata.cluster import BrokerNode, ClusterMetadata, TopicPartition
 from kafkaio.protocol.messages import MetadataRequest, MetadataResponse
 from kafkaio.runtime.requests import PollResult, UnsentRequest
 
@@ -210,6 +210,33 @@ class MetadataManager:
         self._pending_topics.add(tp.topic)
         return True
 
+    def update_leaders(
+        self,
+        now: float,
+        leaders: Mapping[TopicPartition, tuple[int, int]],
+        nodes: Iterable[BrokerNode] = (),
+    ) -> set[TopicPartition]:
+        """KIP-951: take the new leaders a Produce or Fetch answer names at once,
+        ``leaders[tp] = (leader id, leader epoch)``, with the brokers it lists (`nodes`).
+
+        Only a leader whose epoch is newer than the cached one is taken (see
+        `ClusterMetadata.with_leaders`); then a new snapshot is published and the
+        partitions that moved are returned, so a retry goes to the new leader without
+        waiting for a Metadata round trip. The caller still asks for a refresh.
+        """
+        snapshot, moved = self._snapshot.with_leaders(leaders, nodes, now, self._next_version)
+        if not moved:
+            return set()
+        self._next_version += 1
+        self._snapshot = snapshot
+        for tp in moved:
+            epoch = snapshot.leader_epoch(tp)
+            if epoch is not None and epoch >= self._last_seen_epochs.get(tp, -1):
+                self._last_seen_epochs.pop(tp, None)  # caught up with what was seen
+        for listener in self._listeners:
+            listener()
+        return set(moved)
+
     # -- scheduling ----------------------------------------------------------------------
 
     def time_to_next_update(self, now: float) -> float:
@@ -281,6 +308,12 @@ class MetadataManager:
             return
         if in_flight is None:  # unsolicited: apply it, keeping every cached topic
             in_flight = _InFlight(frozenset(), False, self._next_version, -1)
+            self._next_version += 1
+        elif in_flight.version <= self._snapshot.version:
+            # a leader update (update_leaders) published a snapshot meanwhile: stay ahead
+            in_flight = _InFlight(
+                in_flight.topics, in_flight.full, self._next_version, in_flight.update_seq
+            )
             self._next_version += 1
         previous = self._snapshot
         snapshot = previous.with_response(

@@ -22,7 +22,7 @@ from kafkaio.errors import (
     UnknownProducerIdError,
     error_for_code,
 )
-from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.cluster import BrokerNode, TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.metrics.producer import ProducerRecorder
 from kafkaio.producer.accumulator import RecordAccumulator
@@ -35,6 +35,9 @@ from kafkaio.protocol.messages import InitProducerIdResponse, ProduceRequest, Pr
 from kafkaio.runtime.requests import PollResult, UnsentRequest
 
 log = logging.getLogger("kafkaio.producer")
+
+# NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH: the answers that name the new leader (KIP-951)
+_LEADER_MOVED_CODES = frozenset((6, 74))
 
 
 class Sender:
@@ -97,6 +100,8 @@ class Sender:
         self._requests_in_flight = 0
         self._unknown_leader_logged = False
         self._last_poll_ms = 0.0
+        # partitions whose new leader the response being handled named (KIP-951)
+        self._moved: set[TopicPartition] = set()
 
     # -- state ---------------------------------------------------------------------------
 
@@ -313,6 +318,7 @@ class Sender:
             return
         assert isinstance(response, ProduceResponse)
         results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        moved = self._moved = self._take_new_leaders(response, results, now)
         for batch in batches:
             p = results.get(batch.tp)
             if p is None:
@@ -336,6 +342,33 @@ class Sender:
                     cls(p.error_message, topic=batch.tp.topic, partition=batch.tp.partition),
                     now,
                 )
+        if moved:
+            moved.clear()
+
+    def _take_new_leaders(
+        self,
+        response: ProduceResponse,
+        results: dict[tuple[str, int], ProduceResponse.PartitionProduceResponse],
+        now: float,
+    ) -> set[TopicPartition]:
+        """KIP-951: a partition answering NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+        names its current leader (Produce v10+): take it into the metadata at once if its
+        epoch is newer than the cached one. Returns the partitions that moved."""
+        leaders: dict[TopicPartition, tuple[int, int]] = {}
+        for (topic, index), p in results.items():
+            if p.error_code in _LEADER_MOVED_CODES:
+                leader = p.current_leader
+                if leader.leader_id >= 0 and leader.leader_epoch >= 0:
+                    leaders[TopicPartition(topic, index)] = (leader.leader_id, leader.leader_epoch)
+        if not leaders:
+            return set()
+        nodes = [
+            BrokerNode(n.node_id, n.host, n.port, n.rack) for n in response.node_endpoints
+        ]
+        moved = self._metadata.update_leaders(now, leaders, nodes)
+        if moved:
+            log.debug("new leaders from the produce answer: %s", sorted(moved))
+        return moved
 
     def _on_error(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
         if batch.done:
@@ -410,7 +443,11 @@ class Sender:
         if batch.attempts == 0:
             log.info("retrying records for %s after %s", batch.tp, error)
         batch.last_error = error
-        self._acc.reenqueue(batch, now + self._backoff.delay_ms(batch.attempts))
+        if batch.tp in self._moved:
+            # KIP-951: the answer named a newer leader: retry there at once, as Java does
+            self._acc.reenqueue(batch, now)
+        else:
+            self._acc.reenqueue(batch, now + self._backoff.delay_ms(batch.attempts))
 
     def _complete(
         self, batch: ProducerBatch, base_offset: int, log_append_time: int, now: float

@@ -503,3 +503,18 @@ def test_a_failure_or_an_expired_snapshot_resets_the_equivalent_backoff() -> Non
     m.on_response(now + 1000, ok("a"))
     m.request_update(reset_backoff=False)
     assert idle(m, now + 1000) == 100  # a periodic refresh starts the count over
+
+
+def test_a_leader_update_while_a_request_is_in_flight_keeps_versions_increasing() -> None:
+    m = manager(("a",))
+    send(m, 0)
+    m.on_response(0, ok("a"))  # leader 1, epoch 1
+    m.request_update()
+    send(m, 100)  # in flight
+    assert m.update_leaders(110, {TP("a", 0): (2, 1)}) == set()  # epoch not newer: ignored
+    assert m.update_leaders(110, {TP("a", 0): (2, 2)}) == {TP("a", 0)}
+    moved = m.version
+    assert m.cluster.leader_for(TP("a", 0)) == 2
+    m.on_response(120, ok("a"))  # answered by a lagging broker: epoch 1
+    assert m.version > moved
+    assert m.cluster.leader_for(TP("a", 0)) == 2  # the newer epoch stays

@@ -147,20 +147,35 @@ def answer(
     now: float,
     errors: dict[TopicPartition, int] | None = None,
     base_offset: int = 0,
+    leaders: dict[TopicPartition, tuple[int, int]] | None = None,
+    nodes: tuple[int, ...] = (),
 ) -> None:
-    """Answer a ProduceRequest: every partition acked at ``base_offset`` unless in ``errors``."""
+    """Answer a ProduceRequest: every partition acked at ``base_offset`` unless in ``errors``.
+
+    ``leaders[tp] = (leader id, epoch)``: the CurrentLeader of an error (KIP-951); ``nodes``:
+    the brokers its NodeEndpoints list (at 127.0.0.1:9000 + id).
+    """
     errors = errors or {}
+    leaders = leaders or {}
     topics: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
     for tp in sent_partitions(request):
+        leader = leaders.get(tp, (-1, -1))
         topics.setdefault(tp.topic, []).append(
             ProduceResponse.PartitionProduceResponse(
-                index=tp.partition, error_code=errors.get(tp, 0), base_offset=base_offset
+                index=tp.partition,
+                error_code=errors.get(tp, 0),
+                base_offset=base_offset,
+                current_leader=ProduceResponse.LeaderIdAndEpoch(*leader),
             )
         )
     response = ProduceResponse(
         responses=[
             ProduceResponse.TopicProduceResponse(name=name, partition_responses=parts)
             for name, parts in topics.items()
-        ]
+        ],
+        node_endpoints=[
+            ProduceResponse.NodeEndpoint(node_id=n, host="127.0.0.1", port=9000 + n)
+            for n in nodes
+        ],
     )
     request.handler(now, response, None)

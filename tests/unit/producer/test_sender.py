@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kafkaio.errors import (
@@ -228,6 +230,59 @@ def test_retriable_error_backs_off_and_refreshes_metadata() -> None:
     (third,) = produce_requests(h.poll(320))
     answer(third, 330, base_offset=7)
     assert future.result().offset == 7
+
+
+def test_a_newer_leader_in_the_produce_answer_takes_the_retry_there_at_once() -> None:
+    # KIP-951: NOT_LEADER_OR_FOLLOWER names the new leader (node 2, epoch 1 > 0): the retry
+    # goes to node 2 at once, without a Metadata round trip or the retry backoff.
+    h = Harness()
+    future = h.append("t", 0)
+    (request,) = produce_requests(h.poll(0))
+    assert request.node_id == 1
+    version = h.metadata.version
+    answer(request, 10, errors={T0: NOT_LEADER}, leaders={T0: (2, 1)})
+    assert h.metadata.cluster.leader_for(T0) == 2
+    assert h.metadata.cluster.leader_epoch(T0) == 1
+    assert h.metadata.version > version  # a snapshot the producer's routes are told about
+    assert h.metadata.time_to_next_update(10) < math.inf  # a refresh is still requested
+    assert h.metadata._update_requested
+    (retry,) = produce_requests(h.poll(10))
+    assert retry.node_id == 2 and sent_partitions(retry) == [T0]
+    answer(retry, 20, base_offset=5)
+    assert future.result().offset == 5
+
+
+def test_a_leader_with_an_epoch_not_newer_than_the_cached_one_is_ignored() -> None:
+    h = Harness()
+    h.append("t", 0)
+    (request,) = produce_requests(h.poll(0))
+    version = h.metadata.version
+    answer(request, 10, errors={T0: NOT_LEADER}, leaders={T0: (2, 0)})  # cached epoch: 0
+    assert h.metadata.cluster.leader_for(T0) == 1
+    assert h.metadata.version == version
+    assert produce_requests(h.poll(10)) == []  # the usual backoff
+    (retry,) = produce_requests(h.poll(110))
+    assert retry.node_id == 1
+
+
+def test_a_new_leader_on_a_broker_the_answer_lists_is_taken() -> None:
+    h = Harness({"t": [1, 1]})
+    h.append("t", 0)
+    h.append("t", 1)
+    (request,) = produce_requests(h.poll(0))
+    # node 4 is not in the metadata: taken only with its NodeEndpoint
+    answer(
+        request,
+        10,
+        errors={T0: NOT_LEADER, T1: NOT_LEADER},
+        leaders={T0: (4, 1), T1: (5, 1)},
+        nodes=(4,),
+    )
+    cluster = h.metadata.cluster
+    assert cluster.leader_for(T0) == 4 and cluster.broker(4) is not None
+    assert cluster.leader_for(T1) == 1 and cluster.broker(5) is None  # no endpoint for 5
+    (retry,) = produce_requests(h.poll(10))
+    assert retry.node_id == 4 and sent_partitions(retry) == [T0]
 
 
 def test_connection_errors_are_retried() -> None:
