@@ -1,0 +1,48 @@
+"""KIP-951 on Apache Kafka: a producer retries at a partition's new leader named in the
+Produce answer, without waiting for a Metadata refresh."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from kafkaio import Producer, TopicPartition
+from kafkaio.testing import BrokerInfo
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_produce_retry_goes_to_the_leader_the_answer_names(
+    kafka_cluster: BrokerInfo, unique_topic: str
+) -> None:
+    apache = kafka_cluster.apache
+    assert apache is not None
+    await kafka_cluster.create_topic(unique_topic, 1, replication_factor=3)
+    tp = TopicPartition(unique_topic, 0)
+    with anyio.fail_after(120):
+        # no periodic refresh during the test: only the answers can move the leader
+        async with Producer(
+            bootstrap_servers=kafka_cluster.bootstrap, metadata_max_age_ms=600_000, linger_ms=0
+        ) as producer:
+            await producer.send(unique_topic, b"before", partition=0)
+            metadata = producer._metadata
+            old = metadata.cluster.leader_for(tp)
+            assert old is not None
+            new = next(b for b in apache.broker_ids if b != old)
+            await anyio.to_thread.run_sync(apache.move_leader, unique_topic, 0, new)
+            taken: list[set[TopicPartition]] = []
+            update = metadata.update_leaders
+
+            def spy(*args: Any, **kwargs: Any) -> set[TopicPartition]:
+                moved = update(*args, **kwargs)
+                taken.append(set(moved))
+                return moved
+
+            metadata.update_leaders = spy  # type: ignore[method-assign]
+            record = await producer.send(unique_topic, b"after", partition=0)
+            assert record.offset == 1
+            # the old leader answered NOT_LEADER_OR_FOLLOWER naming the new one: taken at once
+            assert {tp} in taken
+            assert metadata.cluster.leader_for(tp) == new
