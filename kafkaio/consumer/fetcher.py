@@ -34,7 +34,7 @@ from kafkaio.errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
-from kafkaio.metadata.cluster import TopicPartition
+from kafkaio.metadata.cluster import BrokerNode, TopicPartition
 from kafkaio.metadata.manager import MetadataManager
 from kafkaio.protocol.messages import FetchRequest, FetchResponse
 from kafkaio.runtime.requests import PollResult, UnsentRequest
@@ -117,6 +117,8 @@ class FetchManager:
         self._node_retry_at: dict[int, float] = {}
         self._partition_retry_at: dict[TopicPartition, float] = {}
         self._awaiting_metadata: dict[TopicPartition, int] = {}
+        # the NodeEndpoints of the Fetch answer being handled (KIP-951)
+        self._response_nodes: list[FetchResponse.NodeEndpoint] = []
         # what the last poll held back until buffered data drains: every fetch (the buffer
         # was full), or the fetches to these nodes
         self._held_all = False
@@ -448,6 +450,7 @@ class FetchManager:
         assert response is not None  # no error: the response
         self._node_failures.pop(node, None)
         self._node_retry_at.pop(node, None)
+        self._response_nodes = response.node_endpoints
         for topic in response.responses:
             name = topic.topic or context.names_by_id.get(topic.topic_id)
             if name is None:
@@ -528,9 +531,20 @@ class FetchManager:
             return
         if cls.invalid_metadata or cls.name in ("FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH"):
             leader = part.current_leader
+            metadata = self._metadata
+            self._awaiting_metadata[tp] = metadata.request_update(reset_backoff=False)
             if leader.leader_epoch >= 0:
-                self._metadata.observe_leader_epoch(tp, leader.leader_epoch)
-            self._awaiting_metadata[tp] = self._metadata.request_update(reset_backoff=False)
+                # KIP-951 (Fetch v12+): a newer leader named here is taken at once, in a
+                # snapshot newer than the one awaited: the next fetch goes to it, as Java's
+                if leader.leader_id < 0 or not metadata.update_leaders(
+                    now,
+                    {tp: (leader.leader_id, leader.leader_epoch)},
+                    [
+                        BrokerNode(n.node_id, n.host, n.port, n.rack)
+                        for n in self._response_nodes
+                    ],
+                ):
+                    metadata.observe_leader_epoch(tp, leader.leader_epoch)
             return
         attempts = 1 if cls.retriable else 10
         self._partition_retry_at[tp] = now + self._backoff.delay_ms(attempts)
