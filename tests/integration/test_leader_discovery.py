@@ -9,9 +9,24 @@ import anyio
 import pytest
 
 from kafkaio import Consumer, Producer, TopicPartition
+from kafkaio.metadata import MetadataManager
 from kafkaio.testing import BrokerInfo
 
 pytestmark = pytest.mark.integration
+
+
+def _record_leader_updates(metadata: MetadataManager) -> list[set[TopicPartition]]:
+    """The partitions each KIP-951 leader update moved, recorded from now on."""
+    taken: list[set[TopicPartition]] = []
+    update = metadata.update_leaders
+
+    def spy(*args: Any, **kwargs: Any) -> set[TopicPartition]:
+        moved = update(*args, **kwargs)
+        taken.append(set(moved))
+        return moved
+
+    metadata.update_leaders = spy  # type: ignore[method-assign]
+    return taken
 
 
 async def test_a_produce_retry_goes_to_the_leader_the_answer_names(
@@ -32,15 +47,7 @@ async def test_a_produce_retry_goes_to_the_leader_the_answer_names(
             assert old is not None
             new = next(b for b in apache.broker_ids if b != old)
             await anyio.to_thread.run_sync(apache.move_leader, unique_topic, 0, new)
-            taken: list[set[TopicPartition]] = []
-            update = metadata.update_leaders
-
-            def spy(*args: Any, **kwargs: Any) -> set[TopicPartition]:
-                moved = update(*args, **kwargs)
-                taken.append(set(moved))
-                return moved
-
-            metadata.update_leaders = spy  # type: ignore[method-assign]
+            taken = _record_leader_updates(metadata)
             record = await producer.send(unique_topic, b"after", partition=0)
             assert record.offset == 1
             # the old leader answered NOT_LEADER_OR_FOLLOWER naming the new one: taken at once
@@ -70,15 +77,7 @@ async def test_a_consumer_fetches_from_the_leader_the_fetch_answer_names(
                     for batch in (await consumer.getmany(timeout_ms=500)).values():
                         records.extend(batch)
                 metadata = consumer._metadata
-                taken: list[set[TopicPartition]] = []
-                update = metadata.update_leaders
-
-                def spy(*args: Any, **kwargs: Any) -> set[TopicPartition]:
-                    moved = update(*args, **kwargs)
-                    taken.append(set(moved))
-                    return moved
-
-                metadata.update_leaders = spy  # type: ignore[method-assign]
+                taken = _record_leader_updates(metadata)
                 old = metadata.cluster.leader_for(tp)
                 new = next(b for b in apache.broker_ids if b != old)
                 await anyio.to_thread.run_sync(apache.move_leader, unique_topic, 0, new)
