@@ -62,7 +62,10 @@ CLIENTS: dict[str, tuple[str, str]] = {
 }
 # what each library's close() does with its fetch session (KIP-227), from its source
 FETCH_SESSION = {
-    clients.KAFKAIO: "closes it: a Fetch with epoch -1 once the fetch in flight is answered",
+    clients.KAFKAIO: (
+        "closes it: a Fetch with epoch -1 on another idle connection to the broker (the group "
+        "coordinator's, the bootstrap one), else once the fetch in flight is answered"
+    ),
     clients.JAVA: "closes it: a Fetch with epoch -1 once the fetch in flight is answered",
     clients.AIOKAFKA: "has none: every Fetch is sessionless (session id 0, epoch -1)",
     clients.CONFLUENT: (

@@ -33,7 +33,7 @@ from kafkaio.metrics import HealthSnapshot
 from kafkaio.net.connection import Connection
 from kafkaio.net.manager import ConnectionManager, parse_bootstrap_servers
 from kafkaio.protocol import messages as m
-from kafkaio.runtime.shell import AsyncClient, ClientShell, close_timeout_ms
+from kafkaio.runtime.shell import AsyncClient, ClientShell, timeout_ms_arg
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -124,7 +124,7 @@ class AdminCore(AsyncClient):
         """Close every connection; the client cannot be used afterwards. Nothing is left to
         flush, so ``timeout_ms`` (accepted as on every client) changes nothing. Safe to call
         twice, from another task than start() and under a cancel scope."""
-        close_timeout_ms(timeout_ms, None, None, "Admin")
+        timeout_ms_arg(timeout_ms, None, None, "Admin.close")
         await self._shell.close(timeout_ms)
 
     def health(self) -> HealthSnapshot:

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from kafkaio.errors import KafkaError
 from kafkaio.metadata.cluster import TopicPartition
 
+# the state DescribeGroups gives a group the coordinator does not know (before KIP-1043)
+DEAD = "Dead"
+
 
 @dataclass(frozen=True, slots=True)
 class GroupListing:
@@ -51,6 +54,12 @@ class GroupDescription:
     coordinator: int | None = None
     group_epoch: int | None = None
     assignment_epoch: int | None = None
+
+    @property
+    def found(self) -> bool:
+        """Whether the coordinator knows the group: Kafka 4 answers DescribeGroups for an
+        unknown group with GROUP_ID_NOT_FOUND (KIP-1043), older brokers with the state Dead."""
+        return self.error is None and self.state != DEAD
 
 
 @dataclass(frozen=True, slots=True)

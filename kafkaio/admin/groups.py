@@ -17,8 +17,6 @@ from kafkaio.errors import (
 from kafkaio.metadata.cluster import TopicPartition
 from kafkaio.protocol import messages as m
 
-_DEAD = "Dead"
-
 
 def decode_assignment(protocol_type: str, data: bytes | None) -> tuple[TopicPartition, ...]:
     """The partitions in a classic consumer member's assignment bytes (empty if unknown)."""
@@ -184,7 +182,7 @@ class GroupsMixin(AdminCore):
                     continue
                 out[g.group_id] = description
                 if isinstance(description.error, GroupIdNotFoundError) or (
-                    description.error is None and description.state == _DEAD
+                    description.error is None and not description.found
                 ):
                     retry_as_consumer.append(g.group_id)
             if retry_as_consumer and conn.supports(m.ConsumerGroupDescribeRequest):

@@ -143,10 +143,9 @@ async def lag(ctx: Context) -> int:
 
 
 async def _group_exists(admin: Admin, group: str) -> bool:
-    """Whether the coordinator knows ``group``: Kafka 4 answers DescribeGroups for an unknown
-    group with GROUP_ID_NOT_FOUND (KIP-1043), older brokers with the state Dead."""
+    """Whether the coordinator knows ``group`` (`GroupDescription.found`)."""
     described = (await admin.describe_groups([group])).get(group)
-    return described is not None and described.error is None and described.state != "Dead"
+    return described is not None and described.found
 
 
 async def _partitions(admin: Admin, args: argparse.Namespace) -> list[TopicPartition]:

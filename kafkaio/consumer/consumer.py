@@ -95,7 +95,7 @@ from kafkaio.runtime.shell import (
     AsyncClient,
     ClientShell,
     Lifecycle,
-    close_timeout_ms,
+    timeout_ms_arg,
 )
 from kafkaio.runtime.wakeup import Wakeup
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize
@@ -388,7 +388,9 @@ class Consumer(AsyncClient):
         error raised while leaving (the rebalance listener's, say) is raised once the
         consumer is closed, as Java's close() does (``async with`` only logs it when its
         body is already raising)."""
-        limit = close_timeout_ms(timeout_ms, None, self._config.default_api_timeout_ms, "Consumer")
+        limit = timeout_ms_arg(
+            timeout_ms, None, self._config.default_api_timeout_ms, "Consumer.close"
+        )
         errors: list[Exception] = []
 
         async def leave() -> None:

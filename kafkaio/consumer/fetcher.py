@@ -146,8 +146,10 @@ class FetchManager:
     ) -> None:
         """The consumer is closing: fetch no more, and send every open fetch session on a
         `reachable` node (one with an open connection) a final request (KIP-227 epoch -1) so
-        its broker frees it now; as Java's consumer, no connection is made for it. Responses
-        to fetches still in flight are dropped. ``on_closed()`` is called once every final
+        its broker frees it now; as Java's consumer, no connection is made for it. The
+        request may go on another open connection to the same broker (``any_connection``),
+        so it does not wait behind a fetch the broker holds. Responses to fetches still in
+        flight are dropped. ``on_closed()`` is called once every final
         request is answered or failed (at once if none is sent; see `sessions_closed`)."""
         self._closing = True
         self._on_closed = on_closed
@@ -200,14 +202,24 @@ class FetchManager:
                 log.debug(
                     "node %d: closing fetch session %d failed: %s", node, plan.session_id, error
                 )
+            elif response is not None:
+                log.debug(
+                    "node %d: fetch session %d closed (error code %d)",
+                    node,
+                    plan.session_id,
+                    response.error_code,
+                )
             self._close_in_flight.discard(node)
             self._check_closed()
 
+        # on another idle connection to the broker if one is open: on the node's own, the
+        # broker would answer it only after the fetch it holds there (up to max wait)
         return UnsentRequest(
             node,
             request,
             handler,
             max_version=None if plan.uses_ids else LAST_NAME_ONLY_FETCH_VERSION,
+            any_connection=True,
         )
 
     # -- requests -------------------------------------------------------------------------

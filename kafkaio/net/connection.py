@@ -336,6 +336,11 @@ class Connection:
         return self._machine.in_flight
 
     @property
+    def queued(self) -> int:
+        """Requests submitted and not written yet."""
+        return len(self._queue)
+
+    @property
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """The broker's API versions: api key -> (min, max)."""
         return self._machine.api_versions

@@ -242,6 +242,35 @@ class ConnectionManager:
             return None
         return conn
 
+    def idle_peer(self, node_id: int) -> Connection | None:
+        """Another connection to ``node_id``'s broker that can take a request at once and has
+        nothing in flight or queued: the open connection of another id at the same address
+        (the group coordinator's own, see ``coordinator_connection_id``) or of the bootstrap
+        server at that address, which the same config set up (same TLS and SASL). None if
+        there is none; no connection is made. For a request that should not wait behind
+        those in flight on the node's own connection (``UnsentRequest.any_connection``)."""
+        if self._closed or self._retired:
+            return None
+        own = self._node_slots.get(node_id)
+        if own is None:
+            return None
+        address = (own.host, own.port)
+        now = monotonic()
+        for slot in (*self._node_slots.values(), self._bootstrap_slots.get(address)):
+            if slot is None or slot is own or (slot.host, slot.port) != address:
+                continue
+            conn = slot.open_connection()
+            if (
+                conn is not None
+                and conn is not own.conn
+                and conn.in_flight == 0
+                and conn.queued == 0
+                and not conn.needs_writer
+                and not self._idle(conn, now)
+            ):
+                return conn
+        return None
+
     async def bootstrap(self) -> Connection:
         """A connection to one of the bootstrap servers (for the first Metadata request).
 

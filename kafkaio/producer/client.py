@@ -56,7 +56,7 @@ from kafkaio.runtime.driver import NetworkDriver, now_ms
 from kafkaio.runtime.events import ApplicationEvent, ApplicationEventQueue
 from kafkaio.runtime.processor import ApplicationEventProcessor
 from kafkaio.runtime.requests import RequestManager
-from kafkaio.runtime.shell import AsyncClient, ClientShell, Lifecycle, close_timeout_ms
+from kafkaio.runtime.shell import AsyncClient, ClientShell, Lifecycle, timeout_ms_arg
 from kafkaio.serde.base import FieldCodec, SerializationContext, located, serialize_now, to_bytes
 from kafkaio.serde.base import serialize as serde_serialize
 from kafkaio.structs import ConsumerGroupMetadata, OffsetAndMetadata
@@ -287,7 +287,7 @@ class Producer(AsyncClient):
         records fail with TransactionAbortedError. Closing twice is harmless; ``close()``
         may run in another task than ``start()`` and under a cancel scope. (``timeout`` in
         seconds is deprecated.)"""
-        limit = close_timeout_ms(timeout_ms, timeout, None, "Producer")
+        limit = timeout_ms_arg(timeout_ms, timeout, None, "Producer.close")
         self._appender.clear()
 
         async def flush() -> None:
@@ -684,18 +684,25 @@ class Producer(AsyncClient):
                 out.append(serialize_now(codec, data, ctx))
         return out[0], out[1]
 
-    async def flush(self, timeout: float | None = None) -> None:
+    async def flush(
+        self, *, timeout_ms: float | None = None, timeout: float | None = None
+    ) -> None:
         """Send everything buffered now and wait until it is acknowledged or failed.
 
-        Raises KafkaTimeoutError after ``timeout`` seconds; the records stay in the producer.
-        Record errors are not raised here: they are in each record's future.
+        Raises KafkaTimeoutError after ``timeout_ms`` (None: no limit); the records stay in
+        the producer. Record errors are not raised here: they are in each record's future.
+        (``timeout`` in seconds is deprecated. The limit is keyword-only: confluent-kafka's
+        ``flush(10)`` means seconds, every kafkaio timeout milliseconds.)
         """
+        limit = timeout_ms_arg(timeout_ms, timeout, None, "Producer.flush")
         self._check_open()
         assert self._driver is not None
         self._accumulator.begin_flush()
         self._driver.wakeup()
         try:
-            await self._wait_for(self._accumulator.incomplete(), timeout)
+            await self._wait_for(
+                self._accumulator.incomplete(), None if limit is None else limit / 1000.0
+            )
         finally:
             self._accumulator.end_flush()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import functools
 import logging
 import math
@@ -339,6 +340,11 @@ class NetworkDriver:
             connections = self.connections
             conn = connections.ready(node) if node is not None else connections.least_loaded_ready()
             if conn is not None and not conn.needs_writer:
+                if unsent.any_connection and node is not None and (conn.in_flight or conn.queued):
+                    peer = connections.idle_peer(node)
+                    if peer is not None:
+                        self._submit_on_peer(peer, conn, unsent)
+                        return
                 self._submit(conn, unsent)
                 return
         waiting = self._waiting.get(node)
@@ -364,6 +370,33 @@ class NetworkDriver:
             else:  # completes with None once written: a handler of R | None takes it
                 done = cast("Completion[R]", conn.submit_no_response(unsent.request, version, timeout))
         done.add_done_callback(functools.partial(self._on_completion, unsent))
+
+    def _submit_on_peer(self, peer: Connection, own: Connection, unsent: UnsentRequest[R]) -> None:
+        """Send `unsent` (``any_connection``) on `peer`, another connection to its node's
+        broker, rather than behind the requests in flight on the node's own connection
+        `own`. If it fails there, it is sent on the node's own connection if that is still
+        open (its handler gets the error otherwise)."""
+        node = unsent.node_id
+        assert node is not None
+        handler = unsent.handler
+        name = type(unsent.request).__name__
+        log.debug(
+            "node %d: %s sent on %s, not behind %d request(s) in flight on %s",
+            node,
+            name,
+            peer,
+            own.in_flight + own.queued,
+            own,
+        )
+
+        def fall_back(now: float, response: R | None, error: BaseException | None) -> None:
+            if error is not None and self.connections.ready(node) is not None:
+                log.debug("node %d: %s failed on %s (%s); sending it on %s", node, name, peer, error, own)
+                self._dispatch(dataclasses.replace(unsent, any_connection=False))
+                return
+            handler(now, response, error)
+
+        self._submit(peer, dataclasses.replace(unsent, handler=fall_back))
 
     def _start_connecting(self) -> None:
         """Start a set-up task for each node that has requests waiting and none yet."""

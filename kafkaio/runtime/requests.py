@@ -34,6 +34,13 @@ class UnsentRequest(Generic[R]):
     the callbacks already queued in the event loop (asyncio's fast path; elsewhere it changes
     nothing): for short handlers that an application is waiting on, such as Produce acks,
     which would otherwise wait behind a Fetch cycle read in the same loop pass.
+    ``any_connection`` lets the driver send it on another open connection to the node's
+    broker that has nothing in flight (the group coordinator's own connection, a bootstrap
+    server's at the same address) when the node's own connection has requests in flight:
+    for a request the broker should not answer only after those (a broker answers one
+    connection's requests in order), such as the Fetch that ends a fetch session on close
+    while a fetch is held there. No connection is opened for it; if it fails on the other
+    connection, it is sent on the node's own.
     ``manager`` is set by the driver: the position of the manager that made the request
     in its list (after the response, see `RequestManager`).
     """
@@ -45,6 +52,7 @@ class UnsentRequest(Generic[R]):
     expect_response: bool = True
     max_version: int | None = None
     handle_on_read: bool = False
+    any_connection: bool = False
     manager: int = -1
 
 

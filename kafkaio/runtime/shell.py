@@ -39,13 +39,14 @@ from kafkaio.net.manager import ConnectionManager
 from kafkaio.runtime.driver import NetworkDriver
 from kafkaio.runtime.requests import RequestManager
 from kafkaio.runtime.task import ClientTask
+from kafkaio.validate import check_wait_ms
 
 __all__ = [
     "DEFAULT_CLOSE_TIMEOUT_MS",
     "AsyncClient",
     "ClientShell",
     "Lifecycle",
-    "close_timeout_ms",
+    "timeout_ms_arg",
 ]
 
 # How long a consumer's close() may take by default (Java's DEFAULT_CLOSE_TIMEOUT_MS)
@@ -97,14 +98,15 @@ class Lifecycle(enum.Enum):
     CLOSED = "closed"
 
 
-def close_timeout_ms(
-    timeout_ms: float | None, timeout: float | None, default_ms: float | None, what: str
+def timeout_ms_arg(
+    timeout_ms: float | None, timeout: float | None, default_ms: float | None, call: str
 ) -> float | None:
-    """``close(timeout_ms=...)``, accepting the deprecated ``timeout`` (seconds) some clients
-    took; None means `default_ms`."""
+    """The ``timeout_ms`` of ``call`` (e.g. "Producer.close"), accepting the deprecated
+    ``timeout`` in seconds some clients take; None means `default_ms`."""
+    method = call.rpartition(".")[2]
     if timeout is not None:
         warnings.warn(
-            f"{what}.close(timeout=...) in seconds is deprecated; use close(timeout_ms=...)",
+            f"{call}(timeout=...) in seconds is deprecated; use {method}(timeout_ms=...)",
             DeprecationWarning,
             stacklevel=3,
         )
@@ -112,10 +114,7 @@ def close_timeout_ms(
             timeout_ms = timeout * 1000.0
     if timeout_ms is None:
         return default_ms
-    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
-        from kafkaio.errors import KafkaConfigError
-
-        raise KafkaConfigError(f"{what}.close() timeout_ms must be a number >= 0 or None")
+    check_wait_ms(timeout_ms, f"{call}()")
     return float(timeout_ms)
 
 

@@ -40,7 +40,7 @@ from kafkaio.runtime.shell import (
     AsyncClient,
     ClientShell,
     Lifecycle,
-    close_timeout_ms,
+    timeout_ms_arg,
 )
 from kafkaio.serde.base import FieldCodec, SerializationContext, deserialize, located
 from kafkaio.share.acknowledgements import Acknowledgements, AcknowledgeType, AckOutcome
@@ -204,7 +204,9 @@ class ShareConsumer(AsyncClient):
         within ``timeout_ms`` (default 30 s, as Java's), then stop. Safe to call twice, from
         another task than start() and under a cancel scope. (``timeout`` in seconds is
         deprecated.)"""
-        limit = close_timeout_ms(timeout_ms, timeout, DEFAULT_CLOSE_TIMEOUT_MS, "ShareConsumer")
+        limit = timeout_ms_arg(
+            timeout_ms, timeout, DEFAULT_CLOSE_TIMEOUT_MS, "ShareConsumer.close"
+        )
 
         async def leave() -> None:
             self._finish_previous_poll(strict=False)

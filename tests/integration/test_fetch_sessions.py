@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 import anyio
 import pytest
@@ -125,3 +126,102 @@ async def test_consumer_reads_through_fetch_sessions(
         assert match is not None, record.getMessage()
         node_id, session_id = int(match[1]), int(match[2])
         assert await _incremental_fetch_error(kafka_broker, node_id, session_id) == 70
+
+
+
+SENT_ON_PEER = re.compile(
+    r"node (\d+): FetchRequest sent on (.+), not behind (\d+) request\(s\) in flight on (.+)"
+)
+SESSION_CLOSED = re.compile(r"node (\d+): fetch session (\d+) closed \(error code (-?\d+)\)")
+
+
+def _secured(broker: BrokerInfo, security: str) -> tuple[str, dict[str, Any]]:
+    """The bootstrap of the Apache Kafka listener for `security` and the client options."""
+    if security == "plaintext":
+        return broker.bootstrap, {}
+    from kafkaio.testing import security as test_security
+    from kafkaio.testing.plugin import SASL_USERS
+
+    assert broker.apache is not None
+    name = {"tls": "SSL", "sasl": "SASL_PLAINTEXT"}[security]
+    if name not in broker.apache.listeners:
+        pytest.skip(f"Apache Kafka has no {name} listener: {test_security.unavailable_reason()}")
+    bootstrap = broker.apache.bootstrap_for(name)
+    if security == "tls":
+        assert broker.apache.tls_keystore is not None
+        certs = test_security.TestCertificates.at(broker.apache.tls_keystore.parent)
+        return bootstrap, {"security_protocol": "SSL", "ssl_context": certs.client_context()}
+    ((user, password),) = SASL_USERS.items()
+    return bootstrap, {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "security"),
+    [
+        ("classic", "plaintext"),
+        ("consumer", "plaintext"),
+        ("assign", "plaintext"),
+        ("classic", "tls"),
+        ("classic", "sasl"),
+    ],
+)
+async def test_close_ends_the_session_on_another_idle_connection_to_the_broker(
+    broker: BrokerInfo,
+    unique_topic: str,
+    mode: str,
+    security: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The final Fetch that ends the session goes on an idle connection to the fetch broker
+    that is already open, not behind the fetch the broker holds on the consumer's fetch
+    connection (answered only after fetch_max_wait_ms): on one broker, a group member's
+    coordinator connection (group protocol classic or consumer); with assign(), the
+    bootstrap connection (the broker is at the bootstrap address). Over TLS (an anyio
+    stream with its own writer task) and SASL too."""
+    bootstrap, options = _secured(broker, security)
+    await broker.create_topic(unique_topic, 1)
+    async with Producer(broker.bootstrap) as producer:
+        for i in range(10):
+            await producer.enqueue(unique_topic, f"v{i}".encode(), partition=0)
+        await producer.flush()
+    caplog.set_level(logging.DEBUG, logger="kafkaio.consumer")
+    caplog.set_level(logging.DEBUG, logger="kafkaio.runtime")
+    group = {} if mode == "assign" else {"group_id": unique_topic, "group_protocol": mode}
+    consumer = Consumer(
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        fetch_max_wait_ms=10_000,  # the broker holds the next fetch: no new records come
+        **group,
+        **options,
+    )
+    async with consumer:
+        if mode == "assign":
+            consumer.assign([TopicPartition(unique_topic, 0)])
+        else:
+            consumer.subscribe([unique_topic])
+        got = 0
+        with anyio.fail_after(60):
+            while got < 10:
+                got += sum(len(r) for r in (await consumer.getmany(timeout_ms=500)).values())
+        assert await consumer.getmany(timeout_ms=200) == {}  # the next fetch is held now
+    messages = [r.getMessage() for r in caplog.records]
+    sent = [match for text in messages if (match := SENT_ON_PEER.match(text))]
+    assert len(sent) == 1, messages
+    node, peer, in_flight, own = int(sent[0][1]), sent[0][2], int(sent[0][3]), sent[0][4]
+    assert own.startswith(f"node {node} (") and in_flight >= 1
+    address = own.split(" ", 2)[2].strip("()")
+    if mode == "assign":
+        assert peer == f"broker {address}"  # the bootstrap connection
+    else:
+        assert peer == f"node {2**31 - 1 - node} ({address})"  # coordinator_connection_id
+    closed = [match for text in messages if (match := SESSION_CLOSED.match(text))]
+    assert [(int(c[1]), int(c[3])) for c in closed] == [(node, 0)], messages
+    # answered without error, and the broker really freed the session: an incremental
+    # Fetch of it now finds no such session (a final Fetch is answered NONE either way)
+    assert await _incremental_fetch_error(broker, node, int(closed[0][2])) == 70

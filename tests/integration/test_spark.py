@@ -81,7 +81,7 @@ def _produce(bootstrap: str, topic: str, records: list[Rec]) -> list[RecordMetad
                 )
                 for i, (p, k, v, h) in enumerate(records)
             ]
-            await producer.flush(timeout=30)
+            await producer.flush(timeout_ms=30_000)
             return [f.result() for f in futures]
 
     return anyio.run(main)

@@ -67,7 +67,7 @@ def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
         async with Producer(bootstrap, linger_ms=5) as producer:
             for i in range(count):
                 await producer.enqueue(topic, f"v{i}".encode(), partition=i % partitions)
-            await producer.flush(timeout=60)
+            await producer.flush(timeout_ms=60_000)
 
     anyio.run(main)
 
@@ -151,7 +151,7 @@ def test_partition_splits_match_spark_connector(
             for partition, count in ((0, 200), (1, 100), (2, 10)):
                 for _ in range(count):
                     await producer.enqueue(unique_topic, b"x", partition=partition)
-            await producer.flush(timeout=60)
+            await producer.flush(timeout_ms=60_000)
 
     anyio.run(fill)
     # explicit offsets: Spark's batch planner sizes earliest..latest ranges as 1 offset

@@ -74,7 +74,7 @@ def test_admin_producer_consumer_round_trip_on_trio(broker: BrokerInfo, unique_t
                         unique_topic, value, key=str(i).encode(), partition=i % PARTITIONS
                     )
                     futures.append((value, fut))
-                await producer.flush(timeout=30)
+                await producer.flush(timeout_ms=30_000)
                 for value, fut in futures:
                     assert fut.done()
                     md = fut.result()

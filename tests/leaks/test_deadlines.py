@@ -62,7 +62,7 @@ async def _await_future(p: Producer) -> Any:
 
 async def _flush(p: Producer) -> None:
     await p.enqueue(TOPIC, b"v", partition=0)
-    await p.flush(timeout=0.5)
+    await p.flush(timeout_ms=500)
 
 
 @pytest.mark.parametrize("call", list(PRODUCER_CALLS))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,11 @@ LEADERS = {T0: 1, T1: 1, T2: 2}
 
 
 def make(
-    batch_size: int = 1000, linger_ms: float = 10, memory: int = 1 << 20, growth: int = 1
+    batch_size: int = 1000,
+    linger_ms: float = 10,
+    memory: int = 1 << 20,
+    growth: int = 1,
+    **options: Any,
 ) -> RecordAccumulator:
     """An accumulator whose batches hold exactly ``batch_size`` bytes (``growth`` 1; the
     growth of full batches has its own tests below)."""
@@ -33,6 +38,7 @@ def make(
         delivery_timeout_ms=5000,
         memory=MemoryBudget(memory),
         growth=growth,
+        **options,
     )
 
 
@@ -180,15 +186,7 @@ def test_fast_appends_fill_the_open_batch_and_completion_frees_it() -> None:
 
 
 def _fill_complete_and_drop() -> None:
-    acc = RecordAccumulator(
-        batch_size=400,
-        compression=Compression.NONE,
-        linger_ms=10,
-        delivery_timeout_ms=5000,
-        memory=MemoryBudget(1 << 20),
-        clock=lambda: 0.0,
-        growth=1,  # a batch closes when full
-    )
+    acc = make(batch_size=400, clock=lambda: 0.0)  # growth 1: a batch closes when full
     added: list[tuple[TopicPartition, bool, bool]] = []
     appender = RecordAppender(
         acc,
@@ -249,14 +247,7 @@ def test_a_full_batch_grows_until_drained_up_to_growth_times_its_size() -> None:
 
 
 def test_a_batch_grows_no_further_than_a_request_carries() -> None:
-    acc = RecordAccumulator(
-        batch_size=1000,
-        compression=Compression.NONE,
-        linger_ms=10,
-        delivery_timeout_ms=5000,
-        memory=MemoryBudget(1 << 20),
-        max_request_size=2000,
-    )
+    acc = make(batch_size=1000, growth=4, max_request_size=2000)
     assert acc.capacity("t", 1000) == 2000 - 128 - 16
     assert acc.capacity("t", 5000) == 5000  # a limit above it is kept
 

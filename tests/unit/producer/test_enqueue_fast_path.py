@@ -363,3 +363,16 @@ async def test_a_full_batch_takes_records_until_it_is_drained(key: bytes | None)
     await producer.enqueue(TOPIC, b"after", key)
     (after,) = queued(producer)[tp]
     assert after is not batch and after.record_count == 1 and batch.record_count == 8
+
+
+async def test_flush_takes_milliseconds_by_keyword_only() -> None:
+    """confluent-kafka's flush(10) means seconds, every kafkaio timeout milliseconds: a
+    positional limit is refused rather than read in the other unit."""
+    producer = running_producer()
+    await producer.flush(timeout_ms=100)  # nothing buffered: returns at once
+    with pytest.raises(TypeError):
+        await producer.flush(10)  # type: ignore[misc]
+    with pytest.raises(KafkaConfigError, match=r"Producer.flush\(\) timeout_ms must be"):
+        await producer.flush(timeout_ms=-1)
+    with pytest.warns(DeprecationWarning, match="in seconds is deprecated"):
+        await producer.flush(timeout=0.1)
