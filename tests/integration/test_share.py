@@ -40,8 +40,12 @@ EARLIEST = 1
 
 
 async def _produce_numbered(bootstrap: str, topic: str, count: int, partitions: int) -> None:
-    """Records b"0", b"1", ... spread round-robin over the partitions."""
-    async with kafkaio.Producer(bootstrap, linger_ms=5) as producer:
+    """Records b"0", b"1", ... spread round-robin over the partitions, in batches of about
+    80 records: a share group hands out whole batches where it can, so the tests that
+    split a partition between consumers need many more batches than consumers (with the
+    default 16 KiB, which grow up to 64 KiB while they wait to be sent, 10,000 of these
+    records make a few batches, and one consumer could take all of a partition's)."""
+    async with kafkaio.Producer(bootstrap, linger_ms=5, batch_size=1024) as producer:
         for i in range(count):
             await producer.enqueue(topic, b"%d" % i, partition=i % partitions)
         await producer.flush()
