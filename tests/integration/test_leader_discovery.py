@@ -11,6 +11,7 @@ import pytest
 from kafkaio import Consumer, Producer, TopicPartition
 from kafkaio.metadata import MetadataManager
 from kafkaio.testing import BrokerInfo
+from kafkaio.testing.apache import ApacheKafka
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +30,20 @@ def _record_leader_updates(metadata: MetadataManager) -> list[set[TopicPartition
     return taken
 
 
+async def _replicated_partition(
+    kafka_cluster: BrokerInfo, topic: str
+) -> tuple[ApacheKafka, TopicPartition]:
+    """The cluster's brokers and partition 0 of `topic`, created with a replica on each."""
+    apache = kafka_cluster.apache
+    assert apache is not None
+    await kafka_cluster.create_topic(topic, 1, replication_factor=3)
+    return apache, TopicPartition(topic, 0)
+
+
 async def test_a_produce_retry_goes_to_the_leader_the_answer_names(
     kafka_cluster: BrokerInfo, unique_topic: str
 ) -> None:
-    apache = kafka_cluster.apache
-    assert apache is not None
-    await kafka_cluster.create_topic(unique_topic, 1, replication_factor=3)
-    tp = TopicPartition(unique_topic, 0)
+    apache, tp = await _replicated_partition(kafka_cluster, unique_topic)
     with anyio.fail_after(120):
         # no periodic refresh during the test: only the answers can move the leader
         async with Producer(
@@ -58,10 +66,7 @@ async def test_a_produce_retry_goes_to_the_leader_the_answer_names(
 async def test_a_consumer_fetches_from_the_leader_the_fetch_answer_names(
     kafka_cluster: BrokerInfo, unique_topic: str
 ) -> None:
-    apache = kafka_cluster.apache
-    assert apache is not None
-    await kafka_cluster.create_topic(unique_topic, 1, replication_factor=3)
-    tp = TopicPartition(unique_topic, 0)
+    apache, tp = await _replicated_partition(kafka_cluster, unique_topic)
     with anyio.fail_after(120):
         async with Producer(bootstrap_servers=kafka_cluster.bootstrap) as producer:
             for i in range(10):
