@@ -49,7 +49,7 @@ from kafkaio.share.errors import AcknowledgementError, AcquisitionLockTimeoutErr
 from kafkaio.share.fetch import ShareFetchConfig, ShareFetchManager
 from kafkaio.share.membership import MemberState, ShareMembershipManager
 from kafkaio.share.record import ShareRecord
-from kafkaio.validate import check_bool, check_topic
+from kafkaio.validate import check_bool, check_max_records, check_topic
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -303,9 +303,8 @@ class ShareConsumer(AsyncClient):
         self._last_poll_ms = now = now_ms()
         self._m.poll.record(1.0, now)
         self._finish_previous_poll(strict=True)
+        check_max_records(max_records, "ShareConsumer.poll()")
         limit = self.config.max_poll_records if max_records is None else max_records
-        if limit < 1:
-            raise KafkaConfigError(f"max_records is {limit}; ask for at least 1")
         if self._iter:
             # `async for` stopped before handing these out (they are acquired, and still
             # in `_delivered`): they come first

@@ -22,7 +22,7 @@ import pytest
 
 import kafkaio
 from kafkaio.admin import AlterConfigOp, ConfigResource
-from kafkaio.errors import ShareSessionNotFoundError
+from kafkaio.errors import KafkaConfigError, ShareSessionNotFoundError
 from kafkaio.share import (
     AcknowledgeType,
     AckOutcome,
@@ -217,6 +217,8 @@ async def test_share_consumer_on_plugin_brokers(
             unique_topic, bootstrap_servers=kafka_broker.bootstrap, group_id=unique_topic
         ) as consumer:
             await _wait_for_assignment(consumer)
+            with pytest.raises(KafkaConfigError, match="max_records must be None or an int >= 1"):
+                await consumer.poll(max_records=0)
             # share.auto.offset.reset is "latest": the first fetch starts the share partition
             # at the end, so records count only once a fetch round trip has completed
             assert await consumer.poll(timeout_ms=1500) == []
