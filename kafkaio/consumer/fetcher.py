@@ -117,8 +117,6 @@ class FetchManager:
         self._node_retry_at: dict[int, float] = {}
         self._partition_retry_at: dict[TopicPartition, float] = {}
         self._awaiting_metadata: dict[TopicPartition, int] = {}
-        # the NodeEndpoints of the Fetch answer being handled (KIP-951)
-        self._response_nodes: list[FetchResponse.NodeEndpoint] = []
         # what the last poll held back until buffered data drains: every fetch (the buffer
         # was full), or the fetches to these nodes
         self._held_all = False
@@ -462,7 +460,6 @@ class FetchManager:
         assert response is not None  # no error: the response
         self._node_failures.pop(node, None)
         self._node_retry_at.pop(node, None)
-        self._response_nodes = response.node_endpoints
         for topic in response.responses:
             name = topic.topic or context.names_by_id.get(topic.topic_id)
             if name is None:
@@ -472,7 +469,9 @@ class FetchManager:
                 fetch_offset = context.offsets.get(tp)
                 if fetch_offset is not None:
                     last_epoch = context.last_epochs.get(tp, -1)
-                    self._on_partition(now, node, tp, fetch_offset, last_epoch, part)
+                    self._on_partition(
+                        now, node, tp, fetch_offset, last_epoch, part, response.node_endpoints
+                    )
 
     def _on_partition(
         self,
@@ -482,7 +481,10 @@ class FetchManager:
         fetch_offset: int,
         last_epoch: int,
         part: FetchResponse.PartitionData,
+        endpoints: list[FetchResponse.NodeEndpoint],
     ) -> None:
+        """Handle one partition of a Fetch answer; `endpoints`: the answer's NodeEndpoints
+        (KIP-951: the brokers its new leaders name)."""
         subs = self._subscriptions
         if not subs.is_assigned(tp):
             return
@@ -553,7 +555,7 @@ class FetchManager:
                     {tp: (leader.leader_id, leader.leader_epoch)},
                     [
                         BrokerNode(n.node_id, n.host, n.port, n.rack)
-                        for n in self._response_nodes
+                        for n in endpoints
                     ],
                 ):
                     metadata.observe_leader_epoch(tp, leader.leader_epoch)
