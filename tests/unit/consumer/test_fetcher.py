@@ -199,14 +199,21 @@ def test_not_leader_waits_for_newer_metadata() -> None:
     assert request.node_id == 3
 
 
-def test_a_newer_leader_in_the_fetch_answer_is_fetched_from_at_once() -> None:
-    # KIP-951: NOT_LEADER_OR_FOLLOWER names partition 1's new leader (node 3, epoch 6 > 5):
-    # the next fetch goes there without waiting for the Metadata refresh (still requested).
+def _answered_not_leader(leader_epoch: int) -> Any:
+    """A rig whose fetch of partition 1 (led by node 2 at epoch 5) was answered
+    NOT_LEADER_OR_FOLLOWER naming node 3 at `leader_epoch` (KIP-951)."""
     rig = _assigned_rig()
     requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
     part = partition_data(1, error_code=6)
-    part.current_leader = m.FetchResponse.LeaderIdAndEpoch(leader_id=3, leader_epoch=6)
+    part.current_leader = m.FetchResponse.LeaderIdAndEpoch(leader_id=3, leader_epoch=leader_epoch)
     requests[2].handler(1, fetch_response(part), None)
+    return rig
+
+
+def test_a_newer_leader_in_the_fetch_answer_is_fetched_from_at_once() -> None:
+    # KIP-951: NOT_LEADER_OR_FOLLOWER names partition 1's new leader (node 3, epoch 6 > 5):
+    # the next fetch goes there without waiting for the Metadata refresh (still requested).
+    rig = _answered_not_leader(leader_epoch=6)
     assert rig.metadata.cluster.leader_for(tp(1)) == 3
     assert rig.metadata.time_to_next_update(200) == 0  # a refresh is still due
     (request,) = [r for r in rig.fetcher.poll(200).requests if 1 in _requested(r)]
@@ -214,11 +221,7 @@ def test_a_newer_leader_in_the_fetch_answer_is_fetched_from_at_once() -> None:
 
 
 def test_a_leader_in_the_fetch_answer_with_an_epoch_not_newer_is_ignored() -> None:
-    rig = _assigned_rig()
-    requests = {r.node_id: r for r in rig.fetcher.poll(0).requests}
-    part = partition_data(1, error_code=6)
-    part.current_leader = m.FetchResponse.LeaderIdAndEpoch(leader_id=3, leader_epoch=5)
-    requests[2].handler(1, fetch_response(part), None)
+    rig = _answered_not_leader(leader_epoch=5)
     assert rig.metadata.cluster.leader_for(tp(1)) == 2
     assert all(1 not in _requested(r) for r in rig.fetcher.poll(200).requests)
 
