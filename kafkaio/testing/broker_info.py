@@ -159,18 +159,24 @@ class BrokerInfo:
         replication_factor: int = 1,
         *,
         timeout: float = 15.0,
+        configs: Mapping[str, str] | None = None,
     ) -> None:
-        """Create a topic and wait until every partition's leader serves it.
+        """Create a topic (with topic `configs`, e.g. max.message.bytes) and wait until every
+        partition's leader serves it.
 
-        Mock cluster: through librdkafka's mock API (it has no CreateTopics). Other brokers:
-        CreateTopics through kafkaio's Admin.
+        Mock cluster: through librdkafka's mock API (it has no CreateTopics, and no topic
+        configs). Other brokers: CreateTopics through kafkaio's Admin.
         """
         if self.cluster is not None:
+            if configs:
+                raise ValueError("the mock cluster creates topics without configs")
             self.cluster.create_topic(name, partitions, replication_factor)
             return
         try:
             await asyncio.wait_for(
-                _create_topic_with_admin(self.bootstrap, name, partitions, replication_factor),
+                _create_topic_with_admin(
+                    self.bootstrap, name, partitions, replication_factor, dict(configs or {})
+                ),
                 timeout,
             )
         except asyncio.TimeoutError:
@@ -182,12 +188,14 @@ class BrokerInfo:
 
 
 async def _create_topic_with_admin(
-    bootstrap: str, name: str, partitions: int, replication_factor: int
+    bootstrap: str, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
 ) -> None:
     from kafkaio.admin import Admin, NewTopic
 
     async with Admin(bootstrap, client_id="kafkaio-testing") as admin:
-        created = await admin.create_topics([NewTopic(name, partitions, replication_factor)])
+        created = await admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, configs=configs)]
+        )
         error = created[name].error
         if error is not None:
             raise KafkaError(f"CreateTopics for {name!r} on {bootstrap} failed: {error}")

@@ -148,23 +148,13 @@ async def _fast_produce(producer: Producer, topic: str, first: int, count: int) 
     return [f.result() for f in futures]
 
 
-async def _create_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
-    from kafkaio.admin import Admin, NewTopic
-    from kafkaio.testing import wait_for_leaders
-
-    async with Admin(bootstrap) as admin:
-        results = await admin.create_topics([NewTopic(topic, 1, 1, configs=configs)])
-        assert results[topic].error is None, results[topic].error
-    await wait_for_leaders(bootstrap, topic, 1)
-
-
 async def test_full_batches_grow_while_the_network_task_waits(
     apache_kafka: BrokerInfo, unique_topic: str
 ) -> None:
     """Apache Kafka: records appended while a full batch waits to be sent go into it (up to
     4x batch_size), so the log holds batches larger than batch_size; nothing lost, in order."""
     total = 3_000
-    await _create_topic(apache_kafka.bootstrap, unique_topic, {})
+    await apache_kafka.create_topic(unique_topic)
     with anyio.fail_after(GUARD):
         async with Producer(apache_kafka.bootstrap, batch_size=2048, linger_ms=0) as producer:
             results = await _fast_produce(producer, unique_topic, 0, total)
@@ -184,7 +174,7 @@ async def test_a_topic_refusing_grown_batches_gets_them_split_and_stops_growing(
     batches in flight behind a refused one are retried after its parts), and once one was
     refused the topic's new batches stop growing: a second run of records meets no refusal."""
     caplog.set_level(logging.WARNING, logger="kafkaio")
-    await _create_topic(apache_kafka.bootstrap, unique_topic, {"max.message.bytes": "3000"})
+    await apache_kafka.create_topic(unique_topic, configs={"max.message.bytes": "3000"})
 
     def refusals() -> int:
         return sum("as too large" in r.getMessage() for r in caplog.records)
